@@ -1,0 +1,108 @@
+package federation
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Identity is a realm's key pair in both forms relay needs: the libp2p key
+// for the host and the raw ed25519 key that signs events.
+type Identity struct {
+	PrivKey crypto.PrivKey
+	Signing ed25519.PrivateKey
+	PeerID  peer.ID
+}
+
+// Public returns the key that verifies the realm's events.
+func (id *Identity) Public() ed25519.PublicKey { return id.Signing.Public().(ed25519.PublicKey) }
+
+// LoadOrCreateIdentity reads the realm key at path (libp2p's protobuf form),
+// or creates it with mode 0600 when the file does not exist. The boolean
+// reports whether it was created.
+func LoadOrCreateIdentity(path string) (*Identity, bool, error) {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		k, err := crypto.UnmarshalPrivateKey(b)
+		if err != nil {
+			return nil, false, fmt.Errorf("realm key %s: %w", path, err)
+		}
+		id, err := identityOf(k)
+		return id, false, err
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, false, err
+	}
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		return nil, false, err
+	}
+	b, err = crypto.MarshalPrivateKey(k)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, false, err
+	}
+	if err := writeFileSync(path, b, 0o600); err != nil {
+		return nil, false, err
+	}
+	id, err := identityOf(k)
+	return id, true, err
+}
+
+// IdentityFromSeed derives an identity from a 32-byte seed; for tests and
+// reproducible testnets.
+func IdentityFromSeed(seed []byte) (*Identity, error) {
+	k, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		return nil, err
+	}
+	return identityOf(k)
+}
+
+func identityOf(k crypto.PrivKey) (*Identity, error) {
+	if k.Type() != crypto.Ed25519 {
+		return nil, fmt.Errorf("realm key: want ed25519, have %v", k.Type())
+	}
+	raw, err := k.Raw()
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("realm key: %d bytes", len(raw))
+	}
+	pid, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		return nil, err
+	}
+	return &Identity{PrivKey: k, Signing: ed25519.PrivateKey(raw), PeerID: pid}, nil
+}
+
+// writeFileSync writes a file through a temporary name and fsyncs it, so a
+// crash leaves either no key or the whole key.
+func writeFileSync(path string, b []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,294 @@
+package realm
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Principal is who is calling: resolved once per request from its
+// credential, and the only thing the rights check looks at.
+type Principal struct {
+	Identity protocol.Identity
+	TokenID  uint64
+	Rights   protocol.Rights
+	Human    bool
+}
+
+type principalKey struct{}
+
+// WithPrincipal returns a context carrying p.
+func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the context's principal, nil for an anonymous caller.
+func PrincipalFrom(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
+
+// tokenRecord is a credential as stored: only the hash of its secret.
+type tokenRecord struct {
+	ID        uint64          `json:"id"`
+	Label     string          `json:"label"`
+	Line      string          `json:"line"`
+	Rights    protocol.Rights `json:"rights"`
+	Human     bool            `json:"human,omitempty"`
+	Hash      []byte          `json:"hash"`
+	CreatedAt time.Time       `json:"created_at"`
+	RevokedAt *time.Time      `json:"revoked_at,omitempty"`
+}
+
+// Keys of the local-only token tables.
+var (
+	keyTokenPrefix = []byte("l/tok/")
+	keyLinePrefix  = []byte("l/line/")
+)
+
+func tokenKey(id uint64) []byte { return binary.BigEndian.AppendUint64(append([]byte(nil), keyTokenPrefix...), id) }
+func lineKey(line string) []byte {
+	return append(append([]byte(nil), keyLinePrefix...), line...)
+}
+
+// tokenPrefix starts every secret relay issues, so a leaked one is easy to
+// recognise in logs and by secret scanners.
+const tokenPrefix = "rlt_"
+
+// Auth resolves credentials to principals. Records are cached in memory and
+// the cache is updated after every durable change.
+type Auth struct {
+	realm protocol.Realm
+	st    *store.Store
+
+	mu     sync.RWMutex
+	tokens map[uint64]*tokenRecord
+}
+
+func newAuth(realm protocol.Realm, st *store.Store) (*Auth, error) {
+	a := &Auth{realm: realm, st: st, tokens: map[uint64]*tokenRecord{}}
+	err := st.View(func(tx *store.Tx) error {
+		return tx.Iterate(keyTokenPrefix, false, func(_, val []byte) error {
+			var rec tokenRecord
+			if err := json.Unmarshal(val, &rec); err != nil {
+				return fmt.Errorf("token record: %w", err)
+			}
+			a.tokens[rec.ID] = &rec
+			return nil
+		})
+	})
+	return a, err
+}
+
+// hasHuman reports whether an operator credential exists.
+func (a *Auth) hasHuman() bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for _, t := range a.tokens {
+		if t.Human && t.RevokedAt == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Authenticate resolves a bearer secret. The lookup is by the id the secret
+// carries; the secret itself is compared as a hash in constant time.
+func (a *Auth) Authenticate(secret string) (*Principal, error) {
+	id, raw, ok := splitToken(secret)
+	if !ok {
+		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
+	}
+	a.mu.RLock()
+	rec := a.tokens[id]
+	a.mu.RUnlock()
+	sum := sha256.Sum256([]byte(raw))
+	if rec == nil {
+		// Spend the same comparison on a miss, so timing says nothing.
+		subtle.ConstantTimeCompare(sum[:], make([]byte, sha256.Size))
+		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
+	}
+	if subtle.ConstantTimeCompare(sum[:], rec.Hash) != 1 || rec.RevokedAt != nil {
+		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
+	}
+	return a.principal(rec), nil
+}
+
+func (a *Auth) principal(rec *tokenRecord) *Principal {
+	p := &Principal{TokenID: rec.ID, Rights: rec.Rights, Human: rec.Human}
+	if rec.Human {
+		p.Identity = protocol.Identity{Prefix: protocol.HumanPrefix, Line: rec.Line}
+		p.Rights = append(protocol.Rights(nil), protocol.AllRights...)
+	} else {
+		p.Identity = protocol.Identity{Prefix: string(a.realm), Line: rec.Line}
+	}
+	return p
+}
+
+func splitToken(s string) (uint64, string, bool) {
+	rest, ok := strings.CutPrefix(s, tokenPrefix)
+	if !ok {
+		return 0, "", false
+	}
+	idPart, secret, ok := strings.Cut(rest, "_")
+	if !ok || len(secret) < 32 || len(secret) > 128 {
+		return 0, "", false
+	}
+	id, err := strconv.ParseUint(idPart, 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	return id, secret, true
+}
+
+// bearer extracts the token of an Authorization header.
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// IssuedToken is a new credential: the only time its secret is seen.
+type IssuedToken struct {
+	ID       uint64   `json:"id"`
+	Token    string   `json:"token"`
+	Label    string   `json:"label"`
+	Identity string   `json:"identity"`
+	Rights   []string `json:"rights"`
+}
+
+// Issue creates a credential durably and returns its secret. A human
+// credential's line is its name; an agent's line is derived from the label
+// and made unique in the realm.
+func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, human bool) (*IssuedToken, error) {
+	var secretBytes [32]byte
+	if _, err := rand.Read(secretBytes[:]); err != nil {
+		return nil, err
+	}
+	secret := base64.RawURLEncoding.EncodeToString(secretBytes[:])
+	sum := sha256.Sum256([]byte(secret))
+	var rec tokenRecord
+	_, err := a.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		id, err := tx.NextID("token")
+		if err != nil {
+			return nil, err
+		}
+		line, err := uniqueLine(tx, protocol.Slug(label))
+		if err != nil {
+			return nil, err
+		}
+		rec = tokenRecord{ID: id, Label: label, Line: line, Rights: rights, Human: human, Hash: sum[:], CreatedAt: time.Now().UTC()}
+		if err := putToken(tx, &rec); err != nil {
+			return nil, err
+		}
+		return nil, tx.Set(lineKey(line), binary.BigEndian.AppendUint64(nil, id))
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.cache(&rec)
+	p := a.principal(&rec)
+	return &IssuedToken{
+		ID:       rec.ID,
+		Token:    tokenPrefix + strconv.FormatUint(rec.ID, 10) + "_" + secret,
+		Label:    rec.Label,
+		Identity: p.Identity.String(),
+		Rights:   rightNames(p.Rights),
+	}, nil
+}
+
+func uniqueLine(tx *store.Tx, base string) (string, error) {
+	line := base
+	for i := 2; ; i++ {
+		_, err := tx.Get(lineKey(line))
+		if errors.Is(err, store.ErrNotFound) {
+			return line, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		suffix := "-" + strconv.Itoa(i)
+		line = strings.TrimRight(base[:min(len(base), 64-len(suffix))], "-._") + suffix
+	}
+}
+
+func putToken(tx *store.Tx, rec *tokenRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return tx.Set(tokenKey(rec.ID), b)
+}
+
+// update changes one credential durably through f.
+func (a *Auth) update(ctx context.Context, id uint64, f func(rec *tokenRecord) error) (*tokenRecord, error) {
+	var out tokenRecord
+	_, err := a.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		b, err := tx.Get(tokenKey(id))
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, protocol.Refusef(protocol.ReasonNotFound, "No token %d.", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			return nil, err
+		}
+		if err := f(&out); err != nil {
+			return nil, err
+		}
+		return nil, putToken(tx, &out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.cache(&out)
+	return &out, nil
+}
+
+func (a *Auth) cache(rec *tokenRecord) {
+	c := *rec
+	a.mu.Lock()
+	a.tokens[c.ID] = &c
+	a.mu.Unlock()
+}
+
+// list returns every credential, oldest first.
+func (a *Auth) list() []tokenRecord {
+	a.mu.RLock()
+	out := make([]tokenRecord, 0, len(a.tokens))
+	for _, t := range a.tokens {
+		out = append(out, *t)
+	}
+	a.mu.RUnlock()
+	slices.SortFunc(out, func(x, y tokenRecord) int { return cmp.Compare(x.ID, y.ID) })
+	return out
+}
+
+func rightNames(rs protocol.Rights) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = string(r)
+	}
+	return out
+}

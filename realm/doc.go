@@ -1,0 +1,26 @@
+// Package realm is one realm node: the operation registry and the transports
+// generated from it (HTTP under /api/v1, MCP at /api/v1/mcp, the operation
+// catalog), credentials and rights, and the wiring of store and federation.
+//
+// # Invariants
+//
+//   - Every operation is one row of the Registry. HTTP routes, MCP tools,
+//     list_api_operations, get_api_operation, call_api_operation and the
+//     manifest's endpoints all come from it; nothing is routed by hand.
+//   - Rights are checked in Registry.call and nowhere else. A handler never
+//     knows which transport called it.
+//   - A write is acknowledged only after store.Submit returned: it is durable.
+//   - Secrets are stored as SHA-256 hashes and compared in constant time; the
+//     secret of a credential is shown once, when it is issued.
+//   - What a client sees of an error is a protocol.Refusal; anything else is
+//     logged and answered with reason "internal".
+//
+// # Tricky bits
+//
+//   - MCP runs stateless: the SDK makes a temporary session per request, so
+//     the principal travels in the request context, set by the HTTP layer
+//     before the SDK sees the request.
+//   - Refusals from tools fit the tool's output schema: the MCP layer
+//     advertises each output schema as anyOf(success, refusal), because
+//     official clients validate structuredContent even when isError is true.
+package realm

@@ -1,0 +1,270 @@
+package realm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// routes builds the node's HTTP surface from the registry.
+func (n *Node) routes() http.Handler {
+	mux := http.NewServeMux()
+	byPath := map[string]map[string]*Operation{}
+	var paths []string
+	for _, op := range n.reg.Operations() {
+		if byPath[op.Path] == nil {
+			byPath[op.Path] = map[string]*Operation{}
+			paths = append(paths, op.Path)
+		}
+		byPath[op.Path][op.Method] = op
+	}
+	for _, p := range paths {
+		mux.Handle(p, n.pathHandler(byPath[p]))
+	}
+	mux.Handle("/api/v1/mcp", n.mcpHandler())
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeRefusal(w, protocol.Refusef(protocol.ReasonUnknownEndpoint, "No endpoint %s %s; see GET /api/v1/operations.", r.Method, r.URL.Path))
+	})
+	return n.recoverer(mux)
+}
+
+// pathHandler serves every method of one path, answering 405 with Allow for
+// the others.
+func (n *Node) pathHandler(methods map[string]*Operation) http.Handler {
+	var allow []string
+	for m := range methods {
+		allow = append(allow, m)
+		if m == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	slices.Sort(allow)
+	allowHeader := strings.Join(allow, ", ")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		method := r.Method
+		if method == http.MethodHead {
+			method = http.MethodGet
+		}
+		op, ok := methods[method]
+		if !ok {
+			w.Header().Set("Allow", allowHeader)
+			writeRefusal(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, allowHeader))
+			return
+		}
+		n.serveOperation(w, r, op)
+	})
+}
+
+func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *Operation) {
+	start := time.Now()
+	status := http.StatusOK
+	defer func() { n.metrics.observe(op.Key, "http", status, time.Since(start)) }()
+
+	p, err := n.authenticate(r)
+	if err != nil {
+		status = writeRefusal(w, err)
+		return
+	}
+	args, err := n.httpArgs(w, r, op)
+	if err != nil {
+		status = writeRefusal(w, err)
+		return
+	}
+	out, err := n.reg.call(r.Context(), p, op, args)
+	if err != nil {
+		status = writeRefusal(w, n.safe(err, op.Key))
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// authenticate resolves the request's bearer token; no token is an anonymous
+// caller, a bad one is refused.
+func (n *Node) authenticate(r *http.Request) (*Principal, error) {
+	tok, ok := bearer(r)
+	if !ok {
+		if r.Header.Get("Authorization") != "" {
+			return nil, protocol.Refusef(protocol.ReasonUnauthenticated, "Authorization must be: Bearer <token>.")
+		}
+		return nil, nil
+	}
+	return n.auth.Authenticate(tok)
+}
+
+// httpArgs gathers an operation's arguments: path parameters, then the query
+// string (GET) or the JSON body (other methods). Path parameters win.
+func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *Operation) (json.RawMessage, error) {
+	args := map[string]any{}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		for name, vals := range r.URL.Query() {
+			prop := property(op.Input, name)
+			if prop == nil {
+				continue // unknown query parameters are ignored, as caches and proxies add them
+			}
+			args[name] = queryValue(prop, vals)
+		}
+	} else {
+		if r.ContentLength > n.cfg.MaxBodyBytes {
+			return nil, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes)
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				return nil, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes)
+			}
+			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The body could not be read.")
+		}
+		if len(bytes.TrimSpace(body)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(body))
+			dec.UseNumber()
+			var obj any
+			if err := dec.Decode(&obj); err != nil || dec.More() {
+				return nil, protocol.Refuse(protocol.ReasonInvalidJSON)
+			}
+			m, ok := obj.(map[string]any)
+			if !ok {
+				return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The body must be a JSON object.").With("rule", "type")
+			}
+			args = m
+		}
+	}
+	for _, name := range pathParams(op.Path) {
+		args[name] = queryValue(property(op.Input, name), []string{r.PathValue(name)})
+	}
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, protocol.Refuse(protocol.ReasonInvalidBody)
+	}
+	return b, nil
+}
+
+func property(s *jsonschema.Schema, name string) *jsonschema.Schema {
+	if s == nil || s.Properties == nil {
+		return nil
+	}
+	return s.Properties[name]
+}
+
+// queryValue converts text from a URL to the JSON type the schema wants, so
+// that HTTP and MCP hand handlers the same arguments.
+func queryValue(prop *jsonschema.Schema, vals []string) any {
+	if prop == nil {
+		return vals[0]
+	}
+	types := prop.Types
+	if prop.Type != "" {
+		types = []string{prop.Type}
+	}
+	has := func(t string) bool { return slices.Contains(types, t) }
+	if has("array") {
+		out := make([]any, 0, len(vals))
+		for _, v := range vals {
+			out = append(out, queryValue(prop.Items, []string{v}))
+		}
+		return out
+	}
+	v := vals[0]
+	switch {
+	case has("integer"):
+		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return i
+		}
+	case has("number"):
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f
+		}
+	case has("boolean"):
+		if b, err := strconv.ParseBool(v); err == nil {
+			return b
+		}
+	}
+	return v
+}
+
+func pathParams(path string) []string {
+	var out []string
+	for _, seg := range strings.Split(path, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			out = append(out, strings.TrimSuffix(strings.TrimSuffix(seg[1:len(seg)-1], "..."), "$"))
+		}
+	}
+	return out
+}
+
+// safe turns any error into what a client may see, logging what it may not.
+func (n *Node) safe(err error, op string) *protocol.Refusal {
+	var ref *protocol.Refusal
+	if errors.As(err, &ref) {
+		return ref
+	}
+	if errors.Is(err, store.ErrClosed) {
+		return protocol.Refuse(protocol.ReasonUnavailable)
+	}
+	n.log.Error("operation failed", "op", op, "err", err)
+	return protocol.Refuse(protocol.ReasonInternal)
+}
+
+// writeRefusal renders a refusal (or any error, as internal) and returns the
+// status written.
+func writeRefusal(w http.ResponseWriter, err error) int {
+	var ref *protocol.Refusal
+	if !errors.As(err, &ref) {
+		ref = protocol.Refuse(protocol.ReasonInternal)
+	}
+	status := ref.Status()
+	switch ref.Reason {
+	case protocol.ReasonUnauthenticated, protocol.ReasonTokenRequired:
+		w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
+	}
+	writeJSON(w, status, ref)
+	return status
+}
+
+// writeJSON writes v without HTML escaping: clients count bytes of what
+// JSON.stringify would give.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		buf.Reset()
+		buf.WriteString(`{"reason":"internal","error":"Internal error; the operator's log has the details."}` + "\n")
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes())
+}
+
+// recoverer keeps a panic in one request from taking down the node.
+func (n *Node) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				n.log.Error("panic in handler", "path", r.URL.Path, "panic", v)
+				writeRefusal(w, protocol.Refuse(protocol.ReasonInternal))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,266 @@
+package realm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"relay/federation"
+	"relay/protocol"
+	"relay/store"
+)
+
+// Version is the node's version, set at build time with -ldflags.
+var Version = "0.1.0-dev"
+
+// Config is how a node is run. Start from DefaultConfig.
+type Config struct {
+	Realm    string   // realm name; empty: the one the data directory holds, else "local"
+	DataDir  string   // key, operator secret and store live here
+	HTTPAddr string   // listen address of the HTTP API
+	P2PAddrs []string // libp2p listen multiaddrs (federation)
+	Peers    []string // peers to dial (federation)
+	// InMemory keeps the store in memory: for tests; nothing survives.
+	InMemory bool
+	// HumanName is the operator's line: the human is human:<HumanName>.
+	HumanName string
+	// MaxBodyBytes bounds a request body; larger ones are payload_too_large.
+	MaxBodyBytes int64
+	// AllowedHosts, when set, are extra Host header values MCP accepts on a
+	// loopback connection (a reverse proxy in front of the node); see the
+	// SDK's DNS-rebinding protection.
+	AllowedHosts []string
+	Logger       *slog.Logger
+}
+
+// DefaultConfig returns the defaults of `relay serve`.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:      "./data",
+		HTTPAddr:     "127.0.0.1:8080",
+		P2PAddrs:     []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
+		HumanName:    "operator",
+		MaxBodyBytes: 8 << 20, // an envelope with a 5 MB image, base64, and room
+	}
+}
+
+// Node is one running realm.
+type Node struct {
+	cfg      Config
+	log      *slog.Logger
+	realm    protocol.Realm
+	id       *federation.Identity
+	store    *store.Store
+	auth     *Auth
+	reg      *Registry
+	metrics  *metrics
+	handler  http.Handler
+	started  time.Time
+	listener net.Listener
+	server   *http.Server
+
+	// OperatorTokenFile is where the operator secret was written; empty when
+	// it already existed before this start.
+	OperatorTokenFile string
+}
+
+// realmFile pins a data directory to one realm name.
+type realmFile struct {
+	Realm  string `json:"realm"`
+	PeerID string `json:"peer_id"`
+}
+
+// Open prepares a node: it creates or loads the realm key, opens the store
+// and, on first start, creates the operator credential and writes its secret
+// to DataDir/operator.token (mode 0600).
+func Open(cfg Config) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HumanName == "" {
+		cfg.HumanName = "operator"
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultConfig().MaxBodyBytes
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	name, err := pinRealm(cfg.DataDir, cfg.Realm)
+	if err != nil {
+		return nil, err
+	}
+	id, created, err := federation.LoadOrCreateIdentity(filepath.Join(cfg.DataDir, "realm.key"))
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		cfg.Logger.Info("created realm key", "realm", name, "peer_id", id.PeerID.String())
+	}
+	if err := writeRealmFile(cfg.DataDir, realmFile{Realm: string(name), PeerID: id.PeerID.String()}); err != nil {
+		return nil, err
+	}
+	scfg := store.DefaultConfig(filepath.Join(cfg.DataDir, "store"))
+	scfg.InMemory = cfg.InMemory
+	scfg.Logger = cfg.Logger
+	scfg.Realm = name
+	scfg.Key = id.Signing
+	st, err := store.Open(scfg)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, realm: name, id: id, store: st, started: time.Now()}
+	if n.auth, err = newAuth(name, st); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := n.ensureOperator(); err != nil {
+		st.Close()
+		return nil, err
+	}
+	n.reg = NewRegistry()
+	n.registerCore()
+	n.metrics = newMetrics(n)
+	n.handler = n.routes()
+	return n, nil
+}
+
+// pinRealm returns the realm name of the data directory, recording it on
+// first start; a different name later is refused, because the log, the key
+// and every identity belong to the first.
+func pinRealm(dir, want string) (protocol.Realm, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "realm.json"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	if err == nil {
+		var rf realmFile
+		if err := json.Unmarshal(b, &rf); err != nil {
+			return "", fmt.Errorf("realm.json: %w", err)
+		}
+		if want != "" && want != rf.Realm {
+			return "", fmt.Errorf("data directory %s belongs to realm %q, not %q", dir, rf.Realm, want)
+		}
+		return protocol.ParseRealm(rf.Realm)
+	}
+	if want == "" {
+		want = "local"
+	}
+	return protocol.ParseRealm(want)
+}
+
+func writeRealmFile(dir string, rf realmFile) error {
+	b, _ := json.MarshalIndent(rf, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "realm.json"), append(b, '\n'), 0o600)
+}
+
+// ensureOperator creates the human credential on first start.
+func (n *Node) ensureOperator() error {
+	if n.auth.hasHuman() {
+		return nil
+	}
+	tok, err := n.auth.Issue(context.Background(), n.cfg.HumanName, append(protocol.Rights(nil), protocol.AllRights...), true)
+	if err != nil {
+		return fmt.Errorf("operator credential: %w", err)
+	}
+	path := filepath.Join(n.cfg.DataDir, "operator.token")
+	if err := os.WriteFile(path, []byte(tok.Token+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(path, 0o600); err != nil { // WriteFile keeps an old file's mode
+		return err
+	}
+	n.OperatorTokenFile = path
+	n.log.Info("created operator credential", "identity", tok.Identity, "secret_file", path)
+	return nil
+}
+
+// Realm is the node's realm name.
+func (n *Node) Realm() protocol.Realm { return n.realm }
+
+// PeerID is the realm key's libp2p peer ID.
+func (n *Node) PeerID() string { return n.id.PeerID.String() }
+
+// Registry is the node's operation registry.
+func (n *Node) Registry() *Registry { return n.reg }
+
+// Handler is the node's whole HTTP surface.
+func (n *Node) Handler() http.Handler { return n.handler }
+
+// Store is the node's store.
+func (n *Node) Store() *store.Store { return n.store }
+
+// Auth is the node's credential service.
+func (n *Node) Auth() *Auth { return n.auth }
+
+// Listen binds the HTTP address; Addr is known afterwards.
+func (n *Node) Listen() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	n.listener = ln
+	return nil
+}
+
+// URL is the node's base URL once it listens.
+func (n *Node) URL() string {
+	if n.listener == nil {
+		return ""
+	}
+	return "http://" + n.listener.Addr().String()
+}
+
+// Serve serves HTTP until ctx is done, then shuts down gracefully: stop
+// accepting, let in-flight requests (and so their durable writes) finish,
+// then close the store cleanly.
+func (n *Node) Serve(ctx context.Context) error {
+	if n.listener == nil {
+		if err := n.Listen(); err != nil {
+			return err
+		}
+	}
+	n.server = &http.Server{
+		Handler:           n.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- n.server.Serve(n.listener) }()
+	select {
+	case err := <-errc:
+		n.store.Close()
+		return err
+	case <-ctx.Done():
+	}
+	n.log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := n.server.Shutdown(sctx)
+	if cerr := n.store.Close(); err == nil {
+		err = cerr
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// Close releases the node without serving (for nodes used in-process).
+func (n *Node) Close() error {
+	if n.listener != nil && n.server == nil {
+		n.listener.Close()
+	}
+	return n.store.Close()
+}

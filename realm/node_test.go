@@ -1,0 +1,445 @@
+package realm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// testNode is a node on a loopback test server.
+type testNode struct {
+	*Node
+	srv      *httptest.Server
+	operator string
+}
+
+func startNode(t *testing.T, realmName string) *testNode {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Realm = realmName
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		n.Close()
+	})
+	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testNode{Node: n, srv: srv, operator: strings.TrimSpace(string(secret))}
+}
+
+// do sends a JSON request and decodes the JSON answer.
+func (tn *testNode) do(t *testing.T, method, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, tn.srv.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("%s %s: decode: %v", method, path, err)
+	}
+	return resp.StatusCode, out
+}
+
+func (tn *testNode) issue(t *testing.T, label string, rights ...string) string {
+	t.Helper()
+	status, out := tn.do(t, "POST", "/api/v1/tokens", tn.operator, map[string]any{"label": label, "rights": rights})
+	if status != 200 {
+		t.Fatalf("issue: %d %v", status, out)
+	}
+	return out["token"].(string)
+}
+
+// mcpSession connects the official MCP Go SDK client with a bearer token.
+func (tn *testNode) mcpSession(t *testing.T, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "relay-test", Version: "1"}, nil)
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:   tn.srv.URL + "/api/v1/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport{token: token}},
+		MaxRetries: -1,
+	}
+	return client.Connect(context.Background(), transport, nil)
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestHealthAndManifest(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	status, h := tn.do(t, "GET", "/api/v1/health", "", nil)
+	if status != 200 || h["status"] != "ok" || h["realm"] != "ainotes" || h["schema"].(float64) < 1 || h["version"] == "" {
+		t.Fatalf("health: %d %v", status, h)
+	}
+	if p := h["pragmas"].(map[string]any); p["sync_writes"] != true {
+		t.Fatalf("health pragmas: %v", p)
+	}
+	status, m := tn.do(t, "GET", "/api/v1/manifest", "", nil)
+	if status != 200 || m["parley"] != "1" || m["realm"] != "ainotes" {
+		t.Fatalf("manifest: %d %v", status, m)
+	}
+	keys := map[string]bool{}
+	for _, e := range m["endpoints"].([]any) {
+		keys[e.(map[string]any)["key"].(string)] = true
+	}
+	for _, k := range []string{"get_manifest", "get_health", "list_api_operations", "get_api_operation", "call_api_operation", "post_tokens"} {
+		if !keys[k] {
+			t.Errorf("manifest lacks endpoint %s", k)
+		}
+	}
+	if got := len(m["endpoints"].([]any)); got != len(tn.reg.Operations()) {
+		t.Errorf("manifest lists %d endpoints, registry has %d", got, len(tn.reg.Operations()))
+	}
+}
+
+func TestOperatorTokenFile(t *testing.T) {
+	tn := startNode(t, "local")
+	fi, err := os.Stat(tn.OperatorTokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Fatalf("operator.token mode %v, want 0600", fi.Mode().Perm())
+	}
+	p, err := tn.auth.Authenticate(tn.operator)
+	if err != nil || !p.Human || p.Identity.String() != "human:operator" {
+		t.Fatalf("operator principal %+v, %v", p, err)
+	}
+}
+
+func TestReopenKeepsRealmAndCredentials(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.Realm, cfg.DataDir = "first", dir
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := n.PeerID()
+	tok, err := n.auth.Issue(context.Background(), "Bot One", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+
+	cfg.Realm = "" // the data directory knows its realm
+	n, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Realm() != "first" || n.PeerID() != peer || n.OperatorTokenFile != "" {
+		t.Fatalf("reopened as %s %s (operator file %q)", n.Realm(), n.PeerID(), n.OperatorTokenFile)
+	}
+	if p, err := n.auth.Authenticate(tok.Token); err != nil || p.Identity.String() != "first:bot-one" {
+		t.Fatalf("token after reopen: %+v %v", p, err)
+	}
+	n.Close()
+
+	cfg.Realm = "second"
+	if _, err := Open(cfg); err == nil {
+		t.Fatal("a data directory opened under another realm name")
+	}
+}
+
+func TestTokensLifecycle(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "OpenCode", "write", "pin")
+	p, err := tn.auth.Authenticate(tok)
+	if err != nil || p.Identity.String() != "ainotes:opencode" || !p.Rights.Has("pin") || p.Rights.Has("lock") {
+		t.Fatalf("issued principal %+v %v", p, err)
+	}
+	// Same label: a distinct identity.
+	tok2 := tn.issue(t, "OpenCode")
+	if p2, _ := tn.auth.Authenticate(tok2); p2.Identity.String() != "ainotes:opencode-2" {
+		t.Fatalf("second identity %v", p2.Identity)
+	}
+	// An agent may not issue tokens.
+	if status, out := tn.do(t, "POST", "/api/v1/tokens", tok, map[string]any{"label": "x"}); status != 403 || out["reason"] != "user_session_required" {
+		t.Fatalf("agent issuing: %d %v", status, out)
+	}
+	// Re-right, then revoke.
+	if status, out := tn.do(t, "POST", "/api/v1/tokens/"+itoa(p.TokenID)+"/rights", tn.operator, map[string]any{"rights": []string{"lock"}}); status != 200 {
+		t.Fatalf("rights: %d %v", status, out)
+	}
+	if p, _ := tn.auth.Authenticate(tok); !p.Rights.Has("lock") || p.Rights.Has("write") {
+		t.Fatalf("rights after change: %v", p.Rights)
+	}
+	if status, out := tn.do(t, "POST", "/api/v1/tokens/"+itoa(p.TokenID)+"/revoke", tn.operator, nil); status != 200 || out["revoked_at"] == nil {
+		t.Fatalf("revoke: %d %v", status, out)
+	}
+	if status, out := tn.do(t, "GET", "/api/v1/manifest", tok, nil); status != 401 || out["reason"] != "unauthenticated" {
+		t.Fatalf("revoked token: %d %v", status, out)
+	}
+	status, out := tn.do(t, "GET", "/api/v1/tokens", tn.operator, nil)
+	if status != 200 || len(out["tokens"].([]any)) != 3 {
+		t.Fatalf("list: %d %v", status, out)
+	}
+	if strings.Contains(toJSON(out), "hash") {
+		t.Fatal("token list leaks hashes")
+	}
+}
+
+func TestHTTPErrors(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tests := []struct {
+		name, method, path, token string
+		body                      any
+		status                    int
+		reason                    string
+	}{
+		{"unknown endpoint", "GET", "/api/v1/nope", "", nil, 404, "unknown_endpoint"},
+		{"wrong method", "DELETE", "/api/v1/manifest", "", nil, 405, "method_not_allowed"},
+		{"bad token", "GET", "/api/v1/manifest", "rlt_1_" + strings.Repeat("x", 43), nil, 401, "unauthenticated"},
+		{"garbage token", "GET", "/api/v1/manifest", "hello", nil, 401, "unauthenticated"},
+		{"no token on human route", "GET", "/api/v1/tokens", "", nil, 401, "unauthenticated"},
+		{"unknown operation", "GET", "/api/v1/operations/nope", "", nil, 404, "operation_not_found"},
+		{"unknown field", "POST", "/api/v1/tokens", "OPERATOR", map[string]any{"label": "a", "colour": "red"}, 400, "invalid_body"},
+		{"missing field", "POST", "/api/v1/tokens", "OPERATOR", map[string]any{}, 400, "invalid_body"},
+		{"bad right", "POST", "/api/v1/tokens", "OPERATOR", map[string]any{"label": "a", "rights": []string{"root"}}, 400, "invalid_body"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			token := tc.token
+			if token == "OPERATOR" {
+				token = tn.operator
+			}
+			status, out := tn.do(t, tc.method, tc.path, token, tc.body)
+			if status != tc.status || out["reason"] != tc.reason {
+				t.Fatalf("got %d %v, want %d %s", status, out, tc.status, tc.reason)
+			}
+		})
+	}
+	// Not JSON at all.
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/tokens", strings.NewReader("{nope"))
+	req.Header.Set("Authorization", "Bearer "+tn.operator)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || out["reason"] != "invalid_json" {
+		t.Fatalf("invalid json: %d %v", resp.StatusCode, out)
+	}
+	// Too large, refused before it is read whole.
+	req, _ = http.NewRequest("POST", tn.srv.URL+"/api/v1/tokens", bytes.NewReader(make([]byte, tn.cfg.MaxBodyBytes+1)))
+	req.Header.Set("Authorization", "Bearer "+tn.operator)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 413 || out["reason"] != "payload_too_large" {
+		t.Fatalf("too large: %d %v", resp.StatusCode, out)
+	}
+}
+
+func TestMCPRefusesWithoutToken(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
+	for _, tc := range []struct {
+		name, auth, reason string
+	}{
+		{"no token", "", "token_required"},
+		{"bad token", "Bearer rlt_9_" + strings.Repeat("a", 43), "unauthenticated"},
+	} {
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.auth != "" {
+			req.Header.Set("Authorization", tc.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || out["reason"] != tc.reason || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s: %d %v", tc.name, resp.StatusCode, out)
+		}
+	}
+	if _, err := tn.mcpSession(t, ""); err == nil {
+		t.Fatal("the SDK client connected without a token")
+	}
+}
+
+func TestMCPClient(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "reader")
+	cs, err := tn.mcpSession(t, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	ctx := context.Background()
+	if v := cs.InitializeResult().ProtocolVersion; v == "" {
+		t.Fatal("no protocol version negotiated")
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != len(tn.reg.Operations()) {
+		t.Fatalf("%d tools, %d operations", len(tools.Tools), len(tn.reg.Operations()))
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_manifest", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("get_manifest: %v %+v", err, res)
+	}
+	if m := res.StructuredContent.(map[string]any); m["realm"] != "ainotes" {
+		t.Fatalf("manifest over MCP: %v", m)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "list_api_operations", Arguments: map[string]any{}})
+	if err != nil || res.IsError {
+		t.Fatalf("list_api_operations: %v %+v", err, res)
+	}
+	ops := res.StructuredContent.(map[string]any)["operations"].([]any)
+	if len(ops) != len(tn.reg.Operations()) {
+		t.Fatalf("catalog has %d operations", len(ops))
+	}
+	// An unknown tool is a refusal like any other.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "no_such_tool", Arguments: map[string]any{}})
+	if err != nil || !res.IsError || res.StructuredContent.(map[string]any)["reason"] != "unknown_tool" {
+		t.Fatalf("unknown tool: %v %+v", err, res)
+	}
+}
+
+// TestParity: the same operation gives the same result and the same refusal
+// over HTTP, over MCP and through call_api_operation.
+func TestParity(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	agent := tn.issue(t, "agent", "write")
+	cases := []struct {
+		name, key, method, path, token string
+		args                           map[string]any
+		reason                         string // empty: success
+	}{
+		{"human-only refused", "post_tokens", "POST", "/api/v1/tokens", agent, map[string]any{"label": "x"}, "user_session_required"},
+		{"unknown field", "post_tokens", "POST", "/api/v1/tokens", tn.operator, map[string]any{"label": "x", "bogus": 1}, "invalid_body"},
+		{"operation not found", "get_api_operation", "GET", "/api/v1/operations/nope", agent, map[string]any{"key": "nope"}, "operation_not_found"},
+		{"operation contract", "get_api_operation", "GET", "/api/v1/operations/get_manifest", agent, map[string]any{"key": "get_manifest"}, ""},
+		{"health", "get_health", "GET", "/api/v1/health", agent, map[string]any{}, ""},
+	}
+	cs, err := tn.mcpSession(t, agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var body any
+			if tc.method == "POST" {
+				body = tc.args
+			}
+			status, httpOut := tn.do(t, tc.method, tc.path, tc.token, body)
+			var mcpOut map[string]any
+			if tc.token == agent {
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tc.key, Arguments: tc.args})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.IsError != (tc.reason != "") {
+					t.Fatalf("mcp isError=%v, want reason %q: %v", res.IsError, tc.reason, res.StructuredContent)
+				}
+				mcpOut = res.StructuredContent.(map[string]any)
+			}
+			if tc.reason != "" {
+				if httpOut["reason"] != tc.reason || status == 200 {
+					t.Fatalf("http: %d %v", status, httpOut)
+				}
+				if mcpOut != nil && mcpOut["reason"] != tc.reason {
+					t.Fatalf("mcp: %v", mcpOut)
+				}
+				return
+			}
+			if status != 200 {
+				t.Fatalf("http: %d %v", status, httpOut)
+			}
+			if mcpOut != nil && normalize(httpOut) != normalize(mcpOut) {
+				t.Fatalf("http and mcp differ:\n%s\n%s", normalize(httpOut), normalize(mcpOut))
+			}
+		})
+	}
+	// call_api_operation goes through the same check.
+	status, out := tn.do(t, "POST", "/api/v1/operations/call_api_operation", agent, map[string]any{"arguments": map[string]any{"key": "post_tokens", "arguments": map[string]any{"label": "x"}}})
+	if status != 400 || out["reason"] != "invalid_body" {
+		t.Fatalf("call_api_operation on itself: %d %v", status, out)
+	}
+	status, out = tn.do(t, "POST", "/api/v1/operations/post_tokens", agent, map[string]any{"arguments": map[string]any{"label": "x"}})
+	if status != 403 || out["reason"] != "user_session_required" {
+		t.Fatalf("call_api_operation post_tokens as agent: %d %v", status, out)
+	}
+	status, out = tn.do(t, "POST", "/api/v1/operations/get_manifest", agent, map[string]any{})
+	if status != 200 || out["result"].(map[string]any)["realm"] != "ainotes" {
+		t.Fatalf("call_api_operation get_manifest: %d %v", status, out)
+	}
+}
+
+// normalize drops what differs between two calls of the same read.
+func normalize(m map[string]any) string {
+	c := map[string]any{}
+	for k, v := range m {
+		switch k {
+		case "time", "uptime_seconds", "store":
+			continue
+		}
+		c[k] = v
+	}
+	return toJSON(c)
+}
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func itoa(n uint64) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

@@ -1,0 +1,134 @@
+package realm
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// registerCore adds the operations every node has: discovery, the catalog
+// and credentials.
+func (n *Node) registerCore() {
+	n.reg.Add(
+		Define("get_health", http.MethodGet, "/api/v1/health", "Health: version, schema, store settings in force and store state.", Public, n.health),
+		Define("get_manifest", http.MethodGet, "/api/v1/manifest", "The language: version, realm, limits, kinds, states, profiles, endpoints.", Public, n.manifest),
+	)
+	n.registerCatalog()
+	n.registerTokens()
+}
+
+type noInput struct{}
+
+// HealthOut is the answer of get_health.
+type HealthOut struct {
+	Status        string         `json:"status" jsonschema:"ok, or the store's state when it is not"`
+	Version       string         `json:"version"`
+	Schema        int            `json:"schema" jsonschema:"the store's schema version"`
+	Realm         string         `json:"realm"`
+	PeerID        string         `json:"peer_id"`
+	Pragmas       map[string]any `json:"pragmas" jsonschema:"the store settings in force"`
+	Store         HealthStore    `json:"store"`
+	UptimeSeconds int64          `json:"uptime_seconds"`
+	Time          time.Time      `json:"time"`
+}
+
+// HealthStore is the store's state in the health answer.
+type HealthStore struct {
+	State     string `json:"state"`
+	Sequence  uint64 `json:"sequence" jsonschema:"the node's corpus sequence: every event stored, in arrival order"`
+	Events    uint64 `json:"events"`
+	Realms    int    `json:"realms"`
+	LSMBytes  int64  `json:"lsm_bytes"`
+	VLogBytes int64  `json:"vlog_bytes"`
+}
+
+func (n *Node) health(ctx context.Context, c *Call, _ noInput) (HealthOut, error) {
+	st := n.store.State()
+	status := "ok"
+	if st.Status != "ok" {
+		status = st.Status
+	}
+	return HealthOut{
+		Status:  status,
+		Version: Version,
+		Schema:  store.SchemaVersion,
+		Realm:   string(n.realm),
+		PeerID:  n.PeerID(),
+		Pragmas: map[string]any{
+			"sync_writes":  st.SyncWrites,
+			"group_commit": true,
+			"compression":  st.Compression,
+			"in_memory":    st.InMemory,
+		},
+		Store: HealthStore{
+			State: st.Status, Sequence: st.Sequence, Events: st.Events, Realms: st.Realms,
+			LSMBytes: st.LSMBytes, VLogBytes: st.VLogBytes,
+		},
+		UptimeSeconds: int64(time.Since(n.started).Seconds()),
+		Time:          time.Now().UTC(),
+	}, nil
+}
+
+// Endpoint is one operation as the manifest and the catalog list it.
+type Endpoint struct {
+	Key     string `json:"key" jsonschema:"the operation key, also the MCP tool name"`
+	Method  string `json:"method"`
+	Path    string `json:"path"`
+	Purpose string `json:"purpose"`
+	Access  string `json:"access" jsonschema:"public, human, or right:<right>"`
+}
+
+func endpointOf(op *Operation) Endpoint {
+	return Endpoint{Key: op.Key, Method: op.Method, Path: op.Path, Purpose: op.Purpose, Access: op.Access.String()}
+}
+
+// ManifestOut is the answer of get_manifest: the source of truth.
+type ManifestOut struct {
+	Parley        string                `json:"parley"`
+	Server        string                `json:"server"`
+	Version       string                `json:"version"`
+	Realm         string                `json:"realm"`
+	PeerID        string                `json:"peer_id"`
+	MCP           string                `json:"mcp" jsonschema:"the MCP endpoint path (JSON-RPC 2.0, stateless, bearer token)"`
+	Human         string                `json:"human" jsonschema:"the identity of the realm's human"`
+	Limits        protocol.ParleyLimits `json:"limits"`
+	Kinds         []protocol.Act        `json:"kinds"`
+	States        []protocol.State      `json:"states"`
+	Profiles      []string              `json:"profiles"`
+	ClaimStates   []protocol.ClaimState `json:"claim_states"`
+	Verdicts      []string              `json:"verdicts"`
+	EvidenceKinds []string              `json:"evidence_kinds"`
+	Rights        []protocol.Right      `json:"rights"`
+	Reasons       []string              `json:"reasons"`
+	Endpoints     []Endpoint            `json:"endpoints"`
+}
+
+func (n *Node) manifest(ctx context.Context, c *Call, _ noInput) (ManifestOut, error) {
+	m := ManifestOut{
+		Parley:        protocol.ParleyVersion,
+		Server:        "relay",
+		Version:       Version,
+		Realm:         string(n.realm),
+		PeerID:        n.PeerID(),
+		MCP:           "/api/v1/mcp",
+		Human:         protocol.Identity{Prefix: protocol.HumanPrefix, Line: n.cfg.HumanName}.String(),
+		Limits:        protocol.DefaultParleyLimits,
+		Kinds:         protocol.Acts,
+		States:        protocol.States,
+		Profiles:      []string{"dialectic"},
+		ClaimStates:   protocol.ClaimStates,
+		Verdicts:      protocol.Verdicts,
+		EvidenceKinds: protocol.EvidenceKinds,
+		Rights:        protocol.AllRights,
+	}
+	for _, r := range protocol.Reasons {
+		m.Reasons = append(m.Reasons, string(r.Reason))
+	}
+	for _, op := range n.reg.Operations() {
+		m.Endpoints = append(m.Endpoints, endpointOf(op))
+	}
+	return m, nil
+}

@@ -1,0 +1,116 @@
+package realm
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"relay/protocol"
+)
+
+// Tokens are the realm human's to issue, re-right and revoke (DESIGN.md:
+// human-only routes).
+func (n *Node) registerTokens() {
+	n.reg.Add(
+		Define("post_tokens", http.MethodPost, "/api/v1/tokens", "Issue an agent token with rights (the realm's human only). The secret is shown once.", HumanOnly, n.issueToken),
+		Define("get_tokens", http.MethodGet, "/api/v1/tokens", "List the realm's tokens, without secrets (the realm's human only).", HumanOnly, n.listTokens),
+		Define("post_tokens_id_rights", http.MethodPost, "/api/v1/tokens/{id}/rights", "Change a token's rights (the realm's human only).", HumanOnly, n.setTokenRights),
+		Define("post_tokens_id_revoke", http.MethodPost, "/api/v1/tokens/{id}/revoke", "Revoke a token at once (the realm's human only).", HumanOnly, n.revokeToken),
+	)
+}
+
+type issueTokenIn struct {
+	Label  string   `json:"label" jsonschema:"a name for the agent; its identity's line is derived from it"`
+	Rights []string `json:"rights,omitempty" jsonschema:"rights beyond read: write, pin, lock, verify, grant"`
+}
+
+func (n *Node) issueToken(ctx context.Context, c *Call, in issueTokenIn) (IssuedToken, error) {
+	label := strings.TrimSpace(in.Label)
+	if label == "" || len([]rune(label)) > 100 {
+		return IssuedToken{}, protocol.Refusef(protocol.ReasonInvalidBody, "label: 1 to 100 characters.").With("field", "label").With("rule", "length")
+	}
+	rights, err := protocol.NewRights(in.Rights...)
+	if err != nil {
+		return IssuedToken{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "rights").With("rule", "enum")
+	}
+	tok, err := n.auth.Issue(ctx, label, rights, false)
+	if err != nil {
+		return IssuedToken{}, err
+	}
+	n.log.Info("token issued", "id", tok.ID, "identity", tok.Identity, "rights", rights.String(), "by", c.Principal.Identity.String())
+	return *tok, nil
+}
+
+// TokenOut is a token as listed: never its secret.
+type TokenOut struct {
+	ID        uint64     `json:"id"`
+	Label     string     `json:"label"`
+	Identity  string     `json:"identity"`
+	Rights    []string   `json:"rights"`
+	Human     bool       `json:"human"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+func (n *Node) tokenOut(rec *tokenRecord) TokenOut {
+	p := n.auth.principal(rec)
+	return TokenOut{ID: rec.ID, Label: rec.Label, Identity: p.Identity.String(), Rights: rightNames(p.Rights), Human: rec.Human, CreatedAt: rec.CreatedAt, RevokedAt: rec.RevokedAt}
+}
+
+// TokensOut is the answer of get_tokens.
+type TokensOut struct {
+	Tokens []TokenOut `json:"tokens"`
+}
+
+func (n *Node) listTokens(ctx context.Context, c *Call, _ noInput) (TokensOut, error) {
+	out := TokensOut{Tokens: []TokenOut{}}
+	for _, rec := range n.auth.list() {
+		out.Tokens = append(out.Tokens, n.tokenOut(&rec))
+	}
+	return out, nil
+}
+
+type tokenRightsIn struct {
+	ID     uint64   `json:"id"`
+	Rights []string `json:"rights" jsonschema:"the new rights beyond read"`
+}
+
+func (n *Node) setTokenRights(ctx context.Context, c *Call, in tokenRightsIn) (TokenOut, error) {
+	rights, err := protocol.NewRights(in.Rights...)
+	if err != nil {
+		return TokenOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "rights").With("rule", "enum")
+	}
+	rec, err := n.auth.update(ctx, in.ID, func(rec *tokenRecord) error {
+		if rec.Human {
+			return protocol.Refusef(protocol.ReasonForbidden, "The human's credential holds every right.")
+		}
+		rec.Rights = rights
+		return nil
+	})
+	if err != nil {
+		return TokenOut{}, err
+	}
+	return n.tokenOut(rec), nil
+}
+
+type tokenIDIn struct {
+	ID uint64 `json:"id"`
+}
+
+func (n *Node) revokeToken(ctx context.Context, c *Call, in tokenIDIn) (TokenOut, error) {
+	rec, err := n.auth.update(ctx, in.ID, func(rec *tokenRecord) error {
+		if rec.ID == c.Principal.TokenID {
+			return protocol.Refusef(protocol.ReasonConflict, "A credential cannot revoke itself.")
+		}
+		if rec.RevokedAt == nil {
+			now := time.Now().UTC()
+			rec.RevokedAt = &now
+		}
+		return nil
+	})
+	if err != nil {
+		return TokenOut{}, err
+	}
+	return n.tokenOut(rec), nil
+}

@@ -1,0 +1,269 @@
+package realm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"relay/protocol"
+)
+
+// AccessKind says who may call an operation.
+type AccessKind int
+
+const (
+	// AccessPublic needs no credential; a credential, if sent, must be valid.
+	AccessPublic AccessKind = iota
+	// AccessRight needs a valid credential holding Access.Right (read: any
+	// valid credential). The human holds every right.
+	AccessRight
+	// AccessHuman needs the realm's human: the operator secret or a session.
+	AccessHuman
+)
+
+// Access is an operation's rule of who may call it.
+type Access struct {
+	Kind  AccessKind
+	Right protocol.Right
+}
+
+// Public, NeedRight and HumanOnly build the three kinds of access.
+var Public = Access{Kind: AccessPublic}
+
+// NeedRight is access for holders of r.
+func NeedRight(r protocol.Right) Access { return Access{Kind: AccessRight, Right: r} }
+
+// HumanOnly is access for the realm's human alone.
+var HumanOnly = Access{Kind: AccessHuman}
+
+// String is the access as the catalog shows it.
+func (a Access) String() string {
+	switch a.Kind {
+	case AccessPublic:
+		return "public"
+	case AccessHuman:
+		return "human"
+	default:
+		return "right:" + string(a.Right)
+	}
+}
+
+// Operation is one row of the registry: everything HTTP, MCP, the catalog,
+// the OpenAPI document and the manifest are generated from.
+type Operation struct {
+	Key     string // also the MCP tool name
+	Method  string
+	Path    string // ServeMux pattern path, e.g. /api/v1/boards/{id}
+	Purpose string
+	Access  Access
+	Input   *jsonschema.Schema
+	Output  *jsonschema.Schema
+	// Handle runs the operation. It never knows which transport called it.
+	Handle func(ctx context.Context, c *Call) (any, error)
+
+	input *jsonschema.Resolved
+}
+
+// Call is one invocation of an operation.
+type Call struct {
+	Op        *Operation
+	Principal *Principal
+	Args      json.RawMessage // a JSON object, already validated against Op.Input
+}
+
+// Bind decodes the call's arguments into v.
+func (c *Call) Bind(v any) error {
+	dec := json.NewDecoder(bytes.NewReader(c.Args))
+	dec.UseNumber()
+	if err := dec.Decode(v); err != nil {
+		return protocol.Refusef(protocol.ReasonInvalidBody, "arguments: %v", err).With("rule", "type")
+	}
+	return nil
+}
+
+// Handler adapts a typed function to Operation.Handle and derives the input
+// and output schemas from In and Out.
+func Handler[In, Out any](f func(ctx context.Context, c *Call, in In) (Out, error)) (func(context.Context, *Call) (any, error), *jsonschema.Schema, *jsonschema.Schema) {
+	in := mustSchema[In]()
+	out := mustSchema[Out]()
+	return func(ctx context.Context, c *Call) (any, error) {
+		var v In
+		if err := c.Bind(&v); err != nil {
+			return nil, err
+		}
+		return f(ctx, c, v)
+	}, in, out
+}
+
+// Define builds an operation from a typed handler.
+func Define[In, Out any](key, method, path, purpose string, access Access, f func(ctx context.Context, c *Call, in In) (Out, error)) *Operation {
+	h, in, out := Handler(f)
+	return &Operation{Key: key, Method: method, Path: path, Purpose: purpose, Access: access, Input: in, Output: out, Handle: h}
+}
+
+func mustSchema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("schema of %v: %v", reflect.TypeFor[T](), err))
+	}
+	return s
+}
+
+// Registry holds every operation of the node.
+type Registry struct {
+	ops   []*Operation
+	byKey map[string]*Operation
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{byKey: map[string]*Operation{}} }
+
+// Add registers operations. The key must be the method plus the path's
+// segments (DESIGN.md, "Tool name ↔ route") unless the seed names the tool
+// itself; a duplicate key or route, or a schema that does not resolve,
+// panics: it is a programming error caught by every test.
+func (r *Registry) Add(ops ...*Operation) {
+	for _, op := range ops {
+		if _, dup := r.byKey[op.Key]; dup {
+			panic("registry: duplicate operation " + op.Key)
+		}
+		for _, o := range r.ops {
+			if o.Method == op.Method && o.Path == op.Path {
+				panic("registry: duplicate route " + op.Method + " " + op.Path)
+			}
+		}
+		if op.Input == nil || op.Input.Type != "object" {
+			panic("registry: " + op.Key + ": input schema must be an object")
+		}
+		res, err := op.Input.Resolve(nil)
+		if err != nil {
+			panic("registry: " + op.Key + ": " + err.Error())
+		}
+		op.input = res
+		r.ops = append(r.ops, op)
+		r.byKey[op.Key] = op
+	}
+}
+
+// Operations returns every operation, sorted by path then method.
+func (r *Registry) Operations() []*Operation {
+	out := append([]*Operation(nil), r.ops...)
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Path != out[j].Path {
+			return out[i].Path < out[j].Path
+		}
+		return out[i].Method < out[j].Method
+	})
+	return out
+}
+
+// Lookup finds an operation by key.
+func (r *Registry) Lookup(key string) (*Operation, bool) {
+	op, ok := r.byKey[key]
+	return op, ok
+}
+
+// Call runs an operation for a principal: the one place rights are checked
+// and input is validated, whatever the transport.
+func (r *Registry) Call(ctx context.Context, p *Principal, key string, args json.RawMessage) (any, error) {
+	op, ok := r.byKey[key]
+	if !ok {
+		return nil, protocol.Refusef(protocol.ReasonOperationNotFound, "No operation %q; see list_api_operations.", key)
+	}
+	return r.call(ctx, p, op, args)
+}
+
+func (r *Registry) call(ctx context.Context, p *Principal, op *Operation, args json.RawMessage) (any, error) {
+	if err := authorize(p, op.Access); err != nil {
+		return nil, err
+	}
+	args, err := r.validate(op, args)
+	if err != nil {
+		return nil, err
+	}
+	return op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
+}
+
+// validate checks arguments against the operation's input schema and
+// returns them as one JSON object.
+func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
+		args = json.RawMessage("{}")
+	}
+	var inst any
+	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber()
+	if err := dec.Decode(&inst); err != nil {
+		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+	}
+	if _, ok := inst.(map[string]any); !ok {
+		return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
+	}
+	// The validator wants float64 numbers, as encoding/json gives without
+	// UseNumber; re-decode plainly now that the shape is known to be an object.
+	var plain any
+	if err := json.Unmarshal(args, &plain); err != nil {
+		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+	}
+	if err := op.input.Validate(plain); err != nil {
+		return nil, schemaRefusal(err)
+	}
+	return args, nil
+}
+
+// schemaRefusal turns a validation error into invalid_body, naming the
+// offending field where the validator's message lets us.
+func schemaRefusal(err error) *protocol.Refusal {
+	msg := err.Error()
+	ref := protocol.Refusef(protocol.ReasonInvalidBody, "%s", msg).With("rule", "schema")
+	if i := strings.Index(msg, "unexpected additional properties ["); i >= 0 {
+		rest := msg[i+len("unexpected additional properties ["):]
+		if j := strings.IndexByte(rest, ']'); j >= 0 {
+			field := strings.Trim(strings.SplitN(rest[:j], " ", 2)[0], `"`)
+			ref = ref.With("field", field).With("rule", "unknown_field")
+		}
+	} else if i := strings.Index(msg, "missing properties: ["); i >= 0 {
+		rest := msg[i+len("missing properties: ["):]
+		if j := strings.IndexByte(rest, ']'); j >= 0 {
+			field := strings.Trim(strings.SplitN(rest[:j], " ", 2)[0], `"`)
+			ref = ref.With("field", field).With("rule", "required")
+		}
+	}
+	return ref
+}
+
+// authorize is the rights check of every transport.
+func authorize(p *Principal, a Access) error {
+	switch a.Kind {
+	case AccessPublic:
+		return nil
+	case AccessHuman:
+		if p == nil {
+			return protocol.Refuse(protocol.ReasonUnauthenticated)
+		}
+		if !p.Human {
+			return protocol.Refuse(protocol.ReasonUserSessionRequired)
+		}
+		return nil
+	}
+	if p == nil {
+		return protocol.Refuse(protocol.ReasonUnauthenticated)
+	}
+	if p.Rights.Has(a.Right) {
+		return nil
+	}
+	switch a.Right {
+	case protocol.RightWrite:
+		return protocol.Refuse(protocol.ReasonTokenReadOnly)
+	case protocol.RightVerify:
+		return protocol.Refuse(protocol.ReasonVerifyRightMissing)
+	default:
+		return protocol.Refusef(protocol.ReasonTokenRightMissing, "The token lacks the %s right.", a.Right).With("right", string(a.Right))
+	}
+}

@@ -1,0 +1,75 @@
+package realm
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"relay/protocol"
+)
+
+type authorizeTest struct {
+	name   string
+	p      *Principal
+	access Access
+	reason protocol.Reason // empty: allowed
+}
+
+var (
+	human    = &Principal{Human: true, Rights: protocol.AllRights}
+	readOnly = &Principal{Rights: protocol.Rights{protocol.RightRead}}
+	writer   = &Principal{Rights: protocol.Rights{protocol.RightRead, protocol.RightWrite, protocol.RightPin}}
+)
+
+var authorizeTests = []authorizeTest{
+	{"anonymous public", nil, Public, ""},
+	{"anonymous read", nil, NeedRight(protocol.RightRead), protocol.ReasonUnauthenticated},
+	{"anonymous human", nil, HumanOnly, protocol.ReasonUnauthenticated},
+	{"reader read", readOnly, NeedRight(protocol.RightRead), ""},
+	{"reader write", readOnly, NeedRight(protocol.RightWrite), protocol.ReasonTokenReadOnly},
+	{"reader verify", readOnly, NeedRight(protocol.RightVerify), protocol.ReasonVerifyRightMissing},
+	{"writer pin", writer, NeedRight(protocol.RightPin), ""},
+	{"writer lock", writer, NeedRight(protocol.RightLock), protocol.ReasonTokenRightMissing},
+	{"writer grant", writer, NeedRight(protocol.RightGrant), protocol.ReasonTokenRightMissing},
+	{"writer human", writer, HumanOnly, protocol.ReasonUserSessionRequired},
+	{"human lock", human, NeedRight(protocol.RightLock), ""},
+	{"human human", human, HumanOnly, ""},
+}
+
+func TestAuthorize(t *testing.T) {
+	for _, tc := range authorizeTests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := authorize(tc.p, tc.access)
+			var ref *protocol.Refusal
+			switch {
+			case tc.reason == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.reason != "" && (!errors.As(err, &ref) || ref.Reason != tc.reason):
+				t.Fatalf("got %v, want %s", err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestRegistryRefusesDuplicates(t *testing.T) {
+	op := func(key, path string) *Operation {
+		return Define(key, "GET", path, "x", Public, func(_ context.Context, _ *Call, _ noInput) (noInput, error) { return noInput{}, nil })
+	}
+	for _, tc := range []struct {
+		name string
+		a, b *Operation
+	}{
+		{"same key", op("get_x", "/x"), op("get_x", "/y")},
+		{"same route", op("get_x", "/x"), op("get_y", "/x")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer func() {
+				if recover() == nil {
+					t.Fatal("no panic")
+				}
+			}()
+			r := NewRegistry()
+			r.Add(tc.a, tc.b)
+		})
+	}
+}
