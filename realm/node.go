@@ -94,6 +94,12 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
+	if _, err := federation.ParseListenAddrs(cfg.P2PAddrs); err != nil {
+		return nil, err
+	}
+	if _, err := federation.ParsePeers(cfg.Peers); err != nil {
+		return nil, err
+	}
 	name, err := pinRealm(cfg.DataDir, cfg.Realm)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,41 @@
+package federation
+
+import "testing"
+
+func TestParseAddrs(t *testing.T) {
+	id, err := IdentityFromSeed(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := "/ip4/127.0.0.1/tcp/4001/p2p/" + id.PeerID.String()
+	if got, err := ParsePeers([]string{good}); err != nil || got[0].ID != id.PeerID {
+		t.Fatalf("ParsePeers(%q) = %v, %v", good, got, err)
+	}
+	for _, bad := range []string{"/ip4/127.0.0.1/tcp/4001", "hello", "/ip4/300.0.0.1/tcp/1/p2p/" + id.PeerID.String()} {
+		if _, err := ParsePeers([]string{bad}); err == nil {
+			t.Errorf("ParsePeers(%q) accepted", bad)
+		}
+	}
+	if _, err := ParseListenAddrs([]string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseListenAddrs([]string{"tcp://0.0.0.0:4001"}); err == nil {
+		t.Fatal("a URL passed as a multiaddr")
+	}
+}
+
+func TestIdentityFile(t *testing.T) {
+	path := t.TempDir() + "/realm.key"
+	a, created, err := LoadOrCreateIdentity(path)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	b, created, err := LoadOrCreateIdentity(path)
+	if err != nil || created || a.PeerID != b.PeerID || !a.Signing.Equal(b.Signing) {
+		t.Fatalf("reload: %v %v", created, err)
+	}
+	// The signing key is the libp2p key: its peer ID derives from it.
+	if pub, _ := a.PrivKey.GetPublic().Raw(); string(pub) != string(a.Public()) {
+		t.Fatal("signing key is not the libp2p key")
+	}
+}
