@@ -19,9 +19,16 @@ const tagLink = 42
 // (images) never travel inside events, only by CID.
 const MaxEventSize = 256 << 10
 
+// maxDataDepth bounds the nesting of arrays, maps and tags in one item, event
+// data included. An event is one level deeper than its data (the envelope),
+// so it is decoded with a limit one higher: otherwise Sign would accept data
+// nested maxDataDepth deep and every DecodeEvent of the result would fail.
+const maxDataDepth = 32
+
 var (
-	encMode cbor.EncMode
-	decMode cbor.DecMode
+	encMode      cbor.EncMode
+	decMode      cbor.DecMode // data and any other single item
+	eventDecMode cbor.DecMode // an event: decMode plus one level for the envelope
 )
 
 func init() {
@@ -39,18 +46,24 @@ func init() {
 	if err != nil {
 		panic(err)
 	}
-	decMode, err = cbor.DecOptions{
+	decOpts := cbor.DecOptions{
 		DupMapKey:         cbor.DupMapKeyEnforcedAPF,
 		IndefLength:       cbor.IndefLengthForbidden,
 		TagsMd:            cbor.TagsAllowed,
-		MaxNestedLevels:   32,
+		MaxNestedLevels:   maxDataDepth,
 		MaxArrayElements:  65536,
 		MaxMapPairs:       65536,
 		DefaultMapType:    reflect.TypeOf(map[string]any(nil)),
 		UTF8:              cbor.UTF8RejectInvalid,
 		ExtraReturnErrors: cbor.ExtraDecErrorUnknownField,
 		BigIntDec:         cbor.BigIntDecodePointer,
-	}.DecMode()
+	}
+	decMode, err = decOpts.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	decOpts.MaxNestedLevels = maxDataDepth + 1
+	eventDecMode, err = decOpts.DecMode()
 	if err != nil {
 		panic(err)
 	}

@@ -17,9 +17,10 @@
 //   - The signature covers the canonical encoding of the event without its
 //     sig field; the CID covers the encoding with it. ed25519 signatures are
 //     deterministic, so one (key, event) pair has exactly one CID.
-//   - Decoding is strict: an input that is valid CBOR but not the canonical
-//     DAG-CBOR form of its value is refused (ErrNonCanonical), so no two byte
-//     strings ever decode to the same event.
+//   - Decoding is strict: an input that is not the canonical DAG-CBOR form of
+//     its value is refused (ErrNonCanonical, or ErrInvalidEvent when the strict
+//     decoder already rejects it: indefinite lengths, duplicate keys, trailing
+//     bytes), so no two byte strings ever decode to the same event.
 //   - Event data is kept as raw canonical CBOR (a map); each event type owns
 //     the Go struct it decodes into. Floats are always 64-bit, integers are
 //     shortest, map keys are text and sorted length-first, the only tag is 42

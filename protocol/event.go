@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ipfs/go-cid"
@@ -53,9 +54,11 @@ func (e *Event) validate() error {
 		return fmt.Errorf("%w: seq 1 with prev", ErrInvalidEvent)
 	case e.Seq > 1 && !e.Prev.Defined():
 		return fmt.Errorf("%w: seq %d without prev", ErrInvalidEvent, e.Seq)
-	case e.Type == "" || len(e.Type) > 64:
+	// Type and Author are checked for UTF-8 because the encoder does not:
+	// Sign would sign a text string that every DecodeEvent refuses.
+	case e.Type == "" || len(e.Type) > 64 || !utf8.ValidString(e.Type):
 		return fmt.Errorf("%w: type", ErrInvalidEvent)
-	case len(e.Author) > 200:
+	case len(e.Author) > 200 || !utf8.ValidString(e.Author):
 		return fmt.Errorf("%w: author", ErrInvalidEvent)
 	case len(e.Data) == 0 || e.Data[0]>>5 != 5:
 		return fmt.Errorf("%w: data must be a map", ErrInvalidEvent)
@@ -157,7 +160,7 @@ func DecodeEvent(b []byte) (*Event, cid.Cid, error) {
 		return nil, cid.Undef, ErrEventTooLarge
 	}
 	var e Event
-	if err := decMode.Unmarshal(b, &e); err != nil {
+	if err := eventDecMode.Unmarshal(b, &e); err != nil {
 		return nil, cid.Undef, fmt.Errorf("%w: %v", ErrInvalidEvent, err)
 	}
 	if err := e.validate(); err != nil {

@@ -1,9 +1,15 @@
 package protocol
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/fxamacker/cbor/v2"
+	"github.com/ipfs/go-cid"
 )
 
 func testKey(seed byte) ed25519.PrivateKey {
@@ -52,4 +58,118 @@ func TestSignDecodeRoundTrip(t *testing.T) {
 		t.Fatalf("wrong key verified: %v", err)
 	}
 	_ = c2
+}
+
+// tamperTests change one field of a signed event; the signature must no
+// longer verify.
+var tamperTests = []struct {
+	name   string
+	tamper func(e *Event)
+}{
+	{"data", func(e *Event) { e.Data = append(cbor.RawMessage{0xa1, 0x61, 'x'}, 0x01) }},
+	{"data by one byte", func(e *Event) { e.Data = bytes.Replace(e.Data, []byte("body"), []byte("bodx"), 1) }},
+	{"realm", func(e *Event) { e.Realm = "other" }},
+	{"seq", func(e *Event) { e.Seq++ }},
+	{"prev", func(e *Event) { e.Prev = Link{CIDOf([]byte("another head"))} }},
+	{"type", func(e *Event) { e.Type += "x" }},
+	{"at", func(e *Event) { e.At++ }},
+	{"author", func(e *Event) { e.Author = "human:mallory" }},
+	{"sig flipped bit", func(e *Event) { e.Sig = slices.Clone(e.Sig); e.Sig[0] ^= 1 }},
+	{"sig truncated", func(e *Event) { e.Sig = e.Sig[:63] }},
+	{"sig missing", func(e *Event) { e.Sig = nil }},
+}
+
+func TestVerifyTampered(t *testing.T) {
+	evs := makeGoldenEvents(t)
+	for _, s := range evs[:2] {
+		pub := s.key.Public().(ed25519.PublicKey)
+		for _, tc := range tamperTests {
+			t.Run(s.name+"/"+tc.name, func(t *testing.T) {
+				e, _, err := DecodeEvent(s.enc)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Verify(pub); err != nil {
+					t.Fatalf("untouched event: %v", err)
+				}
+				before := *e
+				tc.tamper(e)
+				if reflect.DeepEqual(before, *e) {
+					t.Fatal("tamper changed nothing")
+				}
+				if err := e.Verify(pub); !errors.Is(err, ErrBadSignature) {
+					t.Fatalf("Verify = %v, want ErrBadSignature", err)
+				}
+			})
+		}
+	}
+}
+
+// TestVerifyTamperedBytes flips a byte of the body inside the encoding: the
+// result is still a canonical event, and only the signature tells.
+func TestVerifyTamperedBytes(t *testing.T) {
+	s := makeGoldenEvents(t)[0]
+	// "ö" and "ë" are both two bytes: the string keeps its length.
+	b := bytes.Replace(s.enc, []byte("wörld"), []byte("wërld"), 1)
+	if bytes.Equal(b, s.enc) {
+		t.Fatal("no byte replaced")
+	}
+	e, c, err := DecodeEvent(b)
+	if err != nil {
+		t.Fatalf("tampered bytes should still decode: %v", err)
+	}
+	if c == s.cid {
+		t.Fatal("tampered event kept its CID")
+	}
+	if err := e.Verify(s.key.Public().(ed25519.PublicKey)); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("Verify = %v, want ErrBadSignature", err)
+	}
+}
+
+func TestVerifyBadKey(t *testing.T) {
+	s := makeGoldenEvents(t)[0]
+	pub := s.key.Public().(ed25519.PublicKey)
+	for name, k := range map[string]ed25519.PublicKey{
+		"another realm's key": testKey(9).Public().(ed25519.PublicKey),
+		"short key":           pub[:31],
+		"no key":              nil,
+	} {
+		if err := s.ev.Verify(k); !errors.Is(err, ErrBadSignature) {
+			t.Errorf("%s: Verify = %v, want ErrBadSignature", name, err)
+		}
+	}
+}
+
+func TestFollows(t *testing.T) {
+	evs := makeGoldenEvents(t)
+	one, two := evs[0], evs[1]
+	other := CIDOf([]byte("another event"))
+	tests := []struct {
+		name string
+		e    *Event
+		head Head
+		ok   bool
+	}{
+		{"first event on an empty chain", one.ev, Head{}, true},
+		{"second event after the first", two.ev, Head{Seq: 1, CID: one.cid}, true},
+		{"first event again", one.ev, Head{Seq: 1, CID: one.cid}, false},
+		{"second event on an empty chain", two.ev, Head{}, false},
+		{"second event after another first", two.ev, Head{Seq: 1, CID: other}, false},
+		{"second event again", two.ev, Head{Seq: 2, CID: two.cid}, false},
+		{"gap", two.ev, Head{Seq: 0, CID: cid.Undef}, false},
+		{"behind the head", one.ev, Head{Seq: 5, CID: other}, false},
+		{"seq 2 without prev", &Event{Seq: 2}, Head{Seq: 1, CID: one.cid}, false},
+		{"head of undefined CID", two.ev, Head{Seq: 1}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.e.Follows(tc.head)
+			if tc.ok && err != nil {
+				t.Fatalf("Follows = %v", err)
+			}
+			if !tc.ok && !errors.Is(err, ErrChainBroken) {
+				t.Fatalf("Follows = %v, want ErrChainBroken", err)
+			}
+		})
+	}
 }

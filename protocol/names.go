@@ -6,7 +6,8 @@ import (
 	"strings"
 )
 
-// Realm is a realm's name, [a-z0-9-]{1,32}. Make one with ParseRealm.
+// Realm is a realm's name, [a-z0-9-]{1,32}, never "human" (the prefix of
+// operators' identities). Make one with ParseRealm.
 type Realm string
 
 // ParseRealm parses a realm name.
@@ -19,6 +20,9 @@ func ParseRealm(s string) (Realm, error) {
 		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
 			return "", fmt.Errorf("%w: realm %q: only a-z, 0-9 and -", ErrInvalidName, s)
 		}
+	}
+	if s == HumanPrefix {
+		return "", fmt.Errorf("%w: realm %q is reserved for realms' human operators", ErrInvalidName, s)
 	}
 	return Realm(s), nil
 }
