@@ -62,7 +62,9 @@ var (
 	keyLinePrefix  = []byte("l/line/")
 )
 
-func tokenKey(id uint64) []byte { return binary.BigEndian.AppendUint64(append([]byte(nil), keyTokenPrefix...), id) }
+func tokenKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), keyTokenPrefix...), id)
+}
 func lineKey(line string) []byte {
 	return append(append([]byte(nil), keyLinePrefix...), line...)
 }

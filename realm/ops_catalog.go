@@ -45,10 +45,10 @@ type operationKeyIn struct {
 // OperationOut is the full contract of one operation.
 type OperationOut struct {
 	Endpoint
-	Tool         string             `json:"tool" jsonschema:"the MCP tool name"`
+	Tool         string         `json:"tool" jsonschema:"the MCP tool name"`
 	InputSchema  map[string]any `json:"input_schema"`
 	OutputSchema map[string]any `json:"output_schema,omitempty"`
-	Allowed      bool               `json:"allowed"`
+	Allowed      bool           `json:"allowed"`
 }
 
 func (n *Node) getOperation(ctx context.Context, c *Call, in operationKeyIn) (OperationOut, error) {
@@ -66,7 +66,7 @@ func (n *Node) getOperation(ctx context.Context, c *Call, in operationKeyIn) (Op
 }
 
 type callOperationIn struct {
-	Key       string          `json:"key" jsonschema:"the operation key"`
+	Key       string         `json:"key" jsonschema:"the operation key"`
 	Arguments map[string]any `json:"arguments,omitempty" jsonschema:"the operation's arguments, as its input schema says"`
 }
 
