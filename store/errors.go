@@ -1,0 +1,30 @@
+package store
+
+import "errors"
+
+var (
+	// ErrNotFound is returned by reads of a key, event or counter the store
+	// does not hold.
+	ErrNotFound = errors.New("store: not found")
+	// ErrClosed is returned by every call made after Close has begun.
+	ErrClosed = errors.New("store: closed")
+	// ErrReadOnly is returned by Set, Delete and NextID on the Tx of a View.
+	ErrReadOnly = errors.New("store: read-only transaction")
+	// ErrDuplicate is returned by Ingest for an event the store already holds
+	// (same realm, seq and CID). Replication treats it as success.
+	ErrDuplicate = errors.New("store: duplicate event")
+	// ErrEquivocation is returned by Ingest for a second, different event at a
+	// (realm, seq) the store already holds. Both events are kept as evidence
+	// under x/eq/ (see Equivocations); the caller should stop accepting the
+	// realm and tell the operator.
+	ErrEquivocation = errors.New("store: equivocation")
+	// ErrGap is returned by Ingest for an event beyond the next seq of its
+	// realm: the caller should fetch the missing range first.
+	ErrGap = errors.New("store: gap in realm chain")
+	// ErrStop, returned from an Iterate callback, ends the iteration early;
+	// Iterate then returns nil.
+	ErrStop = errors.New("store: stop iteration")
+	// ErrReservedKey is returned by Set and Delete of a key under e/, m/ or x/:
+	// the store alone writes the log, its meta and the evidence.
+	ErrReservedKey = errors.New("store: reserved key")
+)

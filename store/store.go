@@ -1,0 +1,496 @@
+package store
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+)
+
+// SchemaVersion is the layout this binary writes; Open refuses a store with a
+// newer one.
+const SchemaVersion = 1
+
+// Config configures a Store. Start from DefaultConfig.
+type Config struct {
+	Dir      string             // Badger directory; ignored when InMemory
+	InMemory bool               // for tests: Badger in-memory mode (durability not applicable)
+	MaxBatch int                // ops per transaction, default 256
+	Logger   *slog.Logger       // default slog.Default()
+	Realm    protocol.Realm     // the local realm: Submit authors its events
+	Key      ed25519.PrivateKey // the local realm's key: Submit signs with it
+	Now      func() time.Time   // default time.Now; used for Event.At (Unix ms)
+}
+
+// DefaultConfig returns the configuration of a durable store in dir.
+func DefaultConfig(dir string) Config {
+	return Config{Dir: dir, MaxBatch: 256, Logger: slog.Default(), Now: time.Now}
+}
+
+// StoredEvent is an event as held by this node.
+type StoredEvent struct {
+	Event    *protocol.Event
+	CID      cid.Cid
+	Raw      []byte // canonical signed encoding
+	Sequence uint64 // the node's arrival-order sequence (corpus `sequence`), dense here but consumers must allow gaps
+}
+
+// Projector updates projections for one event inside the append transaction.
+type Projector interface {
+	Apply(tx *Tx, ev *StoredEvent) error
+	// Prefixes returns the key prefixes this projector owns; Rebuild deletes
+	// them before replaying. Each must start with "p/".
+	Prefixes() [][]byte
+}
+
+// State is what health reports of the store.
+type State struct {
+	Status        string // "ok", "rebuild-needed", "rebuilding", "closed"
+	Sequence      uint64
+	Events        uint64
+	Realms        int
+	SchemaVersion int
+	SyncWrites    bool
+	Compression   string
+	InMemory      bool
+	LSMBytes      int64
+	VLogBytes     int64
+}
+
+// Store is the event log, its projections and the local-only tables, in one
+// Badger database with a single writer: the committer goroutine.
+type Store struct {
+	cfg  Config
+	log  *slog.Logger
+	db   *badger.DB
+	opts badger.Options
+
+	ops      chan *op
+	loopDone chan struct{}
+	stop     chan struct{} // closed when Close begins; aborts a Rebuild
+
+	mu         sync.Mutex // guards closed, projectors; inflight.Add happens under it
+	closed     bool
+	inflight   sync.WaitGroup // calls that may still touch db or send on ops
+	projectors []Projector
+	closeOnce  sync.Once
+	closeErr   error
+
+	headsMu sync.RWMutex
+	heads   map[string]protocol.Head // committed heads; written only by the committer
+	seq     atomic.Uint64            // committed node sequence
+
+	rebuildNeeded atomic.Bool
+	rebuilding    atomic.Bool
+	commits       atomic.Uint64 // committed Badger transactions, for tests and metrics
+}
+
+// Open opens (creating if needed) the store described by cfg, checks its
+// schema version and loads the heads and the node sequence.
+func Open(cfg Config) (*Store, error) {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Realm != "" {
+		if _, err := protocol.ParseRealm(string(cfg.Realm)); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	if cfg.Key != nil && len(cfg.Key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("store: key has %d bytes", len(cfg.Key))
+	}
+
+	var opts badger.Options
+	if cfg.InMemory {
+		opts = badger.DefaultOptions("").WithInMemory(true)
+	} else {
+		if cfg.Dir == "" {
+			return nil, errors.New("store: no directory")
+		}
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		opts = badger.DefaultOptions(cfg.Dir)
+	}
+	// One fsync per commit is the durability promise; the committer is the
+	// only writer, so Badger's conflict detection would be wasted work.
+	opts = opts.WithSyncWrites(!cfg.InMemory).
+		WithDetectConflicts(false).
+		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	s := &Store{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		db:       db,
+		opts:     opts,
+		ops:      make(chan *op, 4*cfg.MaxBatch),
+		loopDone: make(chan struct{}),
+		stop:     make(chan struct{}),
+		heads:    make(map[string]protocol.Head),
+	}
+	if err := s.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	go s.commitLoop()
+	return s, nil
+}
+
+// load sets or checks the schema version and reads the heads and sequence.
+func (s *Store) load() error {
+	err := s.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(keySchema)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			it := txn.NewIterator(badger.IteratorOptions{})
+			it.Rewind()
+			empty := !it.Valid()
+			it.Close()
+			if !empty {
+				return errors.New("store: directory holds data but no schema version: not a relay store")
+			}
+			return txn.Set(keySchema, u64(SchemaVersion))
+		case err != nil:
+			return err
+		}
+		v, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		n, err := decodeU64(v)
+		if err != nil {
+			return err
+		}
+		if n > SchemaVersion {
+			return fmt.Errorf("store: schema version %d is newer than this binary's %d", n, SchemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return s.View(func(tx *Tx) error {
+		switch v, err := tx.Get(keySequence); {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			n, err := decodeU64(v)
+			if err != nil {
+				return err
+			}
+			s.seq.Store(n)
+		}
+		// The last e/s/ key was written in the same transaction as m/seq;
+		// disagreement means the store is damaged, not merely interrupted.
+		var last uint64
+		err := tx.Iterate(prefixSequence, true, func(k, _ []byte) error {
+			last, _ = decodeU64(k[len(prefixSequence):])
+			return ErrStop
+		})
+		if err != nil {
+			return err
+		}
+		if last != s.seq.Load() {
+			return fmt.Errorf("store: sequence %d but last event at %d", s.seq.Load(), last)
+		}
+		if _, err := tx.Get(keyRebuilding); err == nil {
+			s.rebuildNeeded.Store(true)
+			s.log.Warn("store: an interrupted rebuild left projections incomplete; run Rebuild")
+		}
+		return tx.Iterate(prefixHead, false, func(k, v []byte) error {
+			h, err := decodeHead(v)
+			if err != nil {
+				return err
+			}
+			s.heads[string(k[len(prefixHead):])] = h
+			return nil
+		})
+	})
+}
+
+// Register adds a projector. Call it before the first Submit, Ingest or
+// Rebuild; a prefix outside p/ is a programming error and panics, because
+// Rebuild deletes what projectors own.
+func (s *Store) Register(p Projector) {
+	for _, pre := range p.Prefixes() {
+		if !bytes.HasPrefix(pre, prefixProjection) {
+			panic(fmt.Sprintf("store: projector %T owns prefix %q outside p/", p, pre))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.projectors = append(s.projectors, p)
+}
+
+func (s *Store) projectorList() []Projector {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.projectors)
+}
+
+// enter admits a call unless Close has begun; leave must follow.
+func (s *Store) enter() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.inflight.Add(1)
+	return nil
+}
+
+func (s *Store) leave() { s.inflight.Done() }
+
+// Close stops accepting calls (ErrClosed), lets the committer finish every
+// queued op and commit, and closes Badger. A running Rebuild is aborted and
+// leaves the store marked rebuild-needed. Close is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.stop)
+		s.inflight.Wait() // no one sends on ops any more
+		close(s.ops)
+		<-s.loopDone
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// View runs fn on a consistent read-only snapshot of committed state. It does
+// not see ops still in a batch.
+func (s *Store) View(fn func(tx *Tx) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.view(fn)
+}
+
+// view is View for the committer, which must read while Close waits for it.
+func (s *Store) view(fn func(tx *Tx) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		return fn(&Tx{s: s, txn: txn, readOnly: true})
+	})
+}
+
+// EventByCID returns the event with CID c, or ErrNotFound.
+func (s *Store) EventByCID(c cid.Cid) (*StoredEvent, error) {
+	var se *StoredEvent
+	err := s.View(func(tx *Tx) error {
+		var err error
+		se, err = tx.eventByCID(c)
+		return err
+	})
+	return se, err
+}
+
+func (tx *Tx) eventByCID(c cid.Cid) (*StoredEvent, error) {
+	v, err := tx.Get(eventKey(c))
+	if err != nil {
+		return nil, err
+	}
+	return decodeEventValue(c, v)
+}
+
+func (tx *Tx) eventByCIDBytes(b []byte) (*StoredEvent, error) {
+	c, err := cid.Cast(b)
+	if err != nil {
+		return nil, fmt.Errorf("store: corrupt cid: %w", err)
+	}
+	return tx.eventByCID(c)
+}
+
+// EventAt returns the realm's event at seq, or ErrNotFound.
+func (s *Store) EventAt(realm protocol.Realm, seq uint64) (*StoredEvent, error) {
+	var se *StoredEvent
+	err := s.View(func(tx *Tx) error {
+		b, err := tx.Get(realmSeqKey(string(realm), seq))
+		if err != nil {
+			return err
+		}
+		se, err = tx.eventByCIDBytes(b)
+		return err
+	})
+	return se, err
+}
+
+// Range returns the realm's events with seq >= from, ascending, at most
+// limit of them (limit <= 0: all).
+func (s *Store) Range(realm protocol.Realm, from uint64, limit int) ([]*StoredEvent, error) {
+	return s.scan(true, realmSeqPrefix(string(realm)), from, limit)
+}
+
+// Since returns the events with node Sequence > after, ascending, at most
+// limit of them (limit <= 0: all).
+func (s *Store) Since(after uint64, limit int) ([]*StoredEvent, error) {
+	if after == ^uint64(0) {
+		return nil, nil
+	}
+	return s.scan(true, prefixSequence, after+1, limit)
+}
+
+// scan reads an index of 8-byte big-endian numbers under prefix → CID,
+// starting at from. Iterate has no seek, so this uses Badger directly.
+func (s *Store) scan(enter bool, prefix []byte, from uint64, limit int) ([]*StoredEvent, error) {
+	var out []*StoredEvent
+	view := s.view
+	if enter {
+		view = s.View
+	}
+	err := view(func(tx *Tx) error {
+		it := tx.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Seek(join(prefix, u64(from))); it.ValidForPrefix(prefix); it.Next() {
+			if limit > 0 && len(out) >= limit {
+				return nil
+			}
+			b, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			se, err := tx.eventByCIDBytes(b)
+			if err != nil {
+				return err
+			}
+			out = append(out, se)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Heads returns the newest committed event of every realm held.
+func (s *Store) Heads() (map[protocol.Realm]protocol.Head, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	s.headsMu.RLock()
+	defer s.headsMu.RUnlock()
+	out := make(map[protocol.Realm]protocol.Head, len(s.heads))
+	for r, h := range s.heads {
+		out[protocol.Realm(r)] = h
+	}
+	return out, nil
+}
+
+func (s *Store) committedHead(realm string) protocol.Head {
+	s.headsMu.RLock()
+	defer s.headsMu.RUnlock()
+	return s.heads[realm]
+}
+
+// Sequence returns the last node sequence assigned by a committed batch.
+func (s *Store) Sequence() uint64 { return s.seq.Load() }
+
+// Evidence is one of two different events a realm signed at the same seq.
+type Evidence struct {
+	Realm protocol.Realm
+	Seq   uint64
+	CID   cid.Cid
+	Raw   []byte
+}
+
+// Equivocations lists the evidence Ingest recorded, by realm and seq.
+func (s *Store) Equivocations() ([]Evidence, error) {
+	var out []Evidence
+	err := s.View(func(tx *Tx) error {
+		return tx.Iterate(prefixEquivocation, false, func(k, v []byte) error {
+			rest := k[len(prefixEquivocation):]
+			i := bytes.IndexByte(rest, 0)
+			if i < 0 || len(rest) < i+9 {
+				return fmt.Errorf("store: corrupt evidence key %q", k)
+			}
+			c, err := cid.Cast(rest[i+9:])
+			if err != nil {
+				return fmt.Errorf("store: corrupt evidence key: %w", err)
+			}
+			seq, _ := decodeU64(rest[i+1 : i+9])
+			out = append(out, Evidence{Realm: protocol.Realm(rest[:i]), Seq: seq, CID: c, Raw: v})
+			return nil
+		})
+	})
+	return out, err
+}
+
+// State reports the store's health.
+func (s *Store) State() State {
+	st := State{
+		Status:        "ok",
+		Sequence:      s.seq.Load(),
+		SchemaVersion: SchemaVersion,
+		SyncWrites:    s.opts.SyncWrites,
+		Compression:   compressionName(s.opts.Compression),
+		InMemory:      s.opts.InMemory,
+	}
+	s.headsMu.RLock()
+	for _, h := range s.heads {
+		st.Events += h.Seq // chains are dense, so a head's seq counts its events
+	}
+	st.Realms = len(s.heads)
+	s.headsMu.RUnlock()
+	switch {
+	case s.enter() != nil:
+		st.Status = "closed"
+		return st
+	case s.rebuilding.Load():
+		st.Status = "rebuilding"
+	case s.rebuildNeeded.Load():
+		st.Status = "rebuild-needed"
+	}
+	st.LSMBytes, st.VLogBytes = s.db.Size()
+	s.leave()
+	return st
+}
+
+func compressionName(c options.CompressionType) string {
+	switch c {
+	case options.None:
+		return "none"
+	case options.Snappy:
+		return "snappy"
+	case options.ZSTD:
+		return "zstd"
+	}
+	return fmt.Sprintf("unknown(%d)", c)
+}
+
+// badgerLogger passes Badger's warnings and errors to slog and drops its
+// chatty info and debug lines.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

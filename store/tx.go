@@ -1,0 +1,284 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+)
+
+// maxKeySize is Badger's own limit, checked here so that a bad key fails the
+// op that wrote it rather than the flush of a batch.
+const maxKeySize = 65000
+
+// Tx is the view one op (or one View) has of the store. In an op it buffers
+// its own writes (the overlay) and hands them to the batch transaction only
+// if the op succeeds; reads see the overlay, then the batch, then committed
+// state.
+type Tx struct {
+	s        *Store
+	txn      *badger.Txn
+	readOnly bool
+
+	writes map[string]write // the op's overlay
+	order  []string         // first-write order, so flushes are deterministic
+
+	// The op's moves of the node sequence and realm heads, published only if
+	// the op is kept and its batch commits.
+	b     *batch
+	seq   uint64
+	heads map[string]protocol.Head
+}
+
+type write struct {
+	val []byte
+	del bool
+}
+
+func newOpTx(s *Store, b *batch) *Tx {
+	return &Tx{s: s, txn: b.txn, writes: make(map[string]write), b: b, seq: b.seq}
+}
+
+// Get returns a copy of the value stored under key, or ErrNotFound.
+func (tx *Tx) Get(key []byte) ([]byte, error) {
+	if w, ok := tx.writes[string(key)]; ok {
+		if w.del {
+			return nil, ErrNotFound
+		}
+		return bytes.Clone(w.val), nil
+	}
+	item, err := tx.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return item.ValueCopy(nil)
+}
+
+// Set stores val under key when the op succeeds. Keys under e/, m/ and x/
+// belong to the store (ErrReservedKey).
+func (tx *Tx) Set(key, val []byte) error {
+	if err := tx.checkWrite(key); err != nil {
+		return err
+	}
+	tx.put(key, val)
+	return nil
+}
+
+// Delete removes key when the op succeeds.
+func (tx *Tx) Delete(key []byte) error {
+	if err := tx.checkWrite(key); err != nil {
+		return err
+	}
+	tx.del(key)
+	return nil
+}
+
+func (tx *Tx) checkWrite(key []byte) error {
+	switch {
+	case tx.readOnly:
+		return ErrReadOnly
+	case len(key) == 0 || len(key) > maxKeySize:
+		return fmt.Errorf("store: key length %d", len(key))
+	case isReserved(key):
+		return fmt.Errorf("%w: %q", ErrReservedKey, key)
+	}
+	return nil
+}
+
+// put and del skip the reserved-key check: the store writes e/, m/ and x/.
+func (tx *Tx) put(key, val []byte) {
+	k := string(key)
+	if _, ok := tx.writes[k]; !ok {
+		tx.order = append(tx.order, k)
+	}
+	tx.writes[k] = write{val: bytes.Clone(val)}
+}
+
+func (tx *Tx) del(key []byte) {
+	k := string(key)
+	if _, ok := tx.writes[k]; !ok {
+		tx.order = append(tx.order, k)
+	}
+	tx.writes[k] = write{del: true}
+}
+
+// NextID returns the next value of a dense per-name counter (1, 2, 3 …).
+// The increment is one of the op's writes: it is rolled back with the op, so
+// an id is never skipped nor handed out twice.
+func (tx *Tx) NextID(name string) (uint64, error) {
+	if tx.readOnly {
+		return 0, ErrReadOnly
+	}
+	if name == "" {
+		return 0, fmt.Errorf("store: NextID needs a name")
+	}
+	key := idKey(name)
+	var n uint64
+	switch v, err := tx.Get(key); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return 0, err
+	default:
+		if n, err = decodeU64(v); err != nil {
+			return 0, err
+		}
+	}
+	n++
+	tx.put(key, u64(n))
+	return n, nil
+}
+
+// Iterate calls fn for every key with prefix, in ascending key order or
+// descending when reverse, until fn returns an error; ErrStop ends it
+// quietly. It sees committed state, earlier ops of the batch and this op's
+// own writes as they were when Iterate began: writes fn makes during the
+// iteration are kept but not visited. key and val are copies.
+func (tx *Tx) Iterate(prefix []byte, reverse bool, fn func(key, val []byte) error) error {
+	// The overlay keys under prefix, in visiting order, merged below with
+	// Badger's iterator; an overlay entry shadows the stored one.
+	var over []string
+	for k := range tx.writes {
+		if strings.HasPrefix(k, string(prefix)) {
+			over = append(over, k)
+		}
+	}
+	slices.Sort(over)
+	if reverse {
+		slices.Reverse(over)
+	}
+	snapshot := make(map[string]write, len(over))
+	for _, k := range over {
+		snapshot[k] = tx.writes[k]
+	}
+
+	opts := badger.DefaultIteratorOptions
+	opts.Prefix = prefix
+	opts.Reverse = reverse
+	it := tx.txn.NewIterator(opts)
+	defer it.Close()
+	seekFirst(it, prefix, reverse)
+
+	for {
+		stored := it.ValidForPrefix(prefix)
+		if !stored && len(over) == 0 {
+			return nil
+		}
+		fromOverlay := !stored
+		if stored && len(over) > 0 {
+			c := bytes.Compare([]byte(over[0]), it.Item().Key())
+			if reverse {
+				c = -c
+			}
+			if c == 0 {
+				it.Next() // shadowed
+			}
+			fromOverlay = c <= 0
+		}
+		var key, val []byte
+		if fromOverlay {
+			k := over[0]
+			over = over[1:]
+			w := snapshot[k]
+			if w.del {
+				continue
+			}
+			key, val = []byte(k), bytes.Clone(w.val)
+		} else {
+			item := it.Item()
+			key = item.KeyCopy(nil)
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			val = v
+			it.Next()
+		}
+		if err := fn(key, val); err != nil {
+			if errors.Is(err, ErrStop) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// seekFirst positions it on the first key with prefix in iteration order.
+// Badger's reverse Seek finds the greatest key <= its argument, so it seeks
+// to the prefix's successor and steps off it if that key exists.
+func seekFirst(it *badger.Iterator, prefix []byte, reverse bool) {
+	if !reverse {
+		it.Seek(prefix)
+		return
+	}
+	succ := successor(prefix)
+	if succ == nil {
+		it.Rewind()
+		return
+	}
+	it.Seek(succ)
+	if it.Valid() && bytes.Equal(it.Item().Key(), succ) {
+		it.Next()
+	}
+}
+
+// flushTo hands the overlay to txn. On an error txn holds part of it and
+// must be discarded.
+func (tx *Tx) flushTo(txn *badger.Txn) error {
+	for _, k := range tx.order {
+		w := tx.writes[k]
+		var err error
+		if w.del {
+			err = txn.Delete([]byte(k))
+		} else {
+			err = txn.Set([]byte(k), w.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// head returns the realm's head as this op sees it.
+func (tx *Tx) head(realm string) protocol.Head {
+	if h, ok := tx.heads[realm]; ok {
+		return h
+	}
+	if h, ok := tx.b.heads[realm]; ok {
+		return h
+	}
+	return tx.s.committedHead(realm)
+}
+
+// appendEvent stores a checked, signed event at the next node sequence and
+// runs every projector on it. Projector errors are returned unchanged.
+func (tx *Tx) appendEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEvent, error) {
+	tx.seq++
+	se := &StoredEvent{Event: ev, CID: c, Raw: raw, Sequence: tx.seq}
+	h := protocol.Head{Seq: ev.Seq, CID: c}
+	if tx.heads == nil {
+		tx.heads = make(map[string]protocol.Head, 1)
+	}
+	tx.heads[ev.Realm] = h
+	cb := c.Bytes()
+	tx.put(eventKey(c), encodeEventValue(tx.seq, raw))
+	tx.put(realmSeqKey(ev.Realm, ev.Seq), cb)
+	tx.put(headKey(ev.Realm), encodeHead(h))
+	tx.put(sequenceKey(tx.seq), cb)
+	tx.put(keySequence, u64(tx.seq))
+	for _, p := range tx.b.projectors {
+		if err := p.Apply(tx, se); err != nil {
+			return nil, err
+		}
+	}
+	return se, nil
+}
