@@ -19,30 +19,9 @@ import (
 	"time"
 
 	"relay/protocol"
+	"relay/realm/api"
 	"relay/store"
 )
-
-// Principal is who is calling: resolved once per request from its
-// credential, and the only thing the rights check looks at.
-type Principal struct {
-	Identity protocol.Identity
-	TokenID  uint64
-	Rights   protocol.Rights
-	Human    bool
-}
-
-type principalKey struct{}
-
-// WithPrincipal returns a context carrying p.
-func WithPrincipal(ctx context.Context, p *Principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-// PrincipalFrom returns the context's principal, nil for an anonymous caller.
-func PrincipalFrom(ctx context.Context) *Principal {
-	p, _ := ctx.Value(principalKey{}).(*Principal)
-	return p
-}
 
 // tokenRecord is a credential as stored: only the hash of its secret.
 type tokenRecord struct {
@@ -112,7 +91,7 @@ func (a *Auth) hasHuman() bool {
 
 // Authenticate resolves a bearer secret. The lookup is by the id the secret
 // carries; the secret itself is compared as a hash in constant time.
-func (a *Auth) Authenticate(secret string) (*Principal, error) {
+func (a *Auth) Authenticate(secret string) (*api.Principal, error) {
 	id, raw, ok := splitToken(secret)
 	if !ok {
 		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
@@ -132,8 +111,8 @@ func (a *Auth) Authenticate(secret string) (*Principal, error) {
 	return a.principal(rec), nil
 }
 
-func (a *Auth) principal(rec *tokenRecord) *Principal {
-	p := &Principal{TokenID: rec.ID, Rights: rec.Rights, Human: rec.Human}
+func (a *Auth) principal(rec *tokenRecord) *api.Principal {
+	p := &api.Principal{TokenID: rec.ID, Rights: rec.Rights, Human: rec.Human}
 	if rec.Human {
 		p.Identity = protocol.Identity{Prefix: protocol.HumanPrefix, Line: rec.Line}
 		p.Rights = append(protocol.Rights(nil), protocol.AllRights...)

@@ -4,10 +4,10 @@
 //
 // # Invariants
 //
-//   - Every operation is one row of the Registry. HTTP routes, MCP tools,
+//   - Every operation is one row of the api.Registry. HTTP routes, MCP tools,
 //     list_api_operations, get_api_operation, call_api_operation and the
 //     manifest's endpoints all come from it; nothing is routed by hand.
-//   - Rights are checked in Registry.call and nowhere else. A handler never
+//   - Rights are checked in api.Registry.call and nowhere else. A handler never
 //     knows which transport called it.
 //   - A write is acknowledged only after store.Submit returned: it is durable.
 //   - Secrets are stored as SHA-256 hashes and compared in constant time; the

@@ -15,17 +15,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"relay/protocol"
+	"relay/realm/api"
 	"relay/store"
 )
 
 // routes builds the node's HTTP surface from the registry.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
-	byPath := map[string]map[string]*Operation{}
+	byPath := map[string]map[string]*api.Operation{}
 	var paths []string
 	for _, op := range n.reg.Operations() {
 		if byPath[op.Path] == nil {
-			byPath[op.Path] = map[string]*Operation{}
+			byPath[op.Path] = map[string]*api.Operation{}
 			paths = append(paths, op.Path)
 		}
 		byPath[op.Path][op.Method] = op
@@ -43,7 +44,7 @@ func (n *Node) routes() http.Handler {
 
 // pathHandler serves every method of one path, answering 405 with Allow for
 // the others.
-func (n *Node) pathHandler(methods map[string]*Operation) http.Handler {
+func (n *Node) pathHandler(methods map[string]*api.Operation) http.Handler {
 	var allow []string
 	for m := range methods {
 		allow = append(allow, m)
@@ -68,7 +69,7 @@ func (n *Node) pathHandler(methods map[string]*Operation) http.Handler {
 	})
 }
 
-func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *Operation) {
+func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Operation) {
 	start := time.Now()
 	status := http.StatusOK
 	defer func() { n.metrics.observe(op.Key, "http", status, time.Since(start)) }()
@@ -83,7 +84,7 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *Operat
 		status = writeRefusal(w, err)
 		return
 	}
-	out, err := n.reg.call(r.Context(), p, op, args)
+	out, err := n.reg.Invoke(r.Context(), p, op, args)
 	if err != nil {
 		status = writeRefusal(w, n.safe(err, op.Key))
 		return
@@ -93,7 +94,7 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *Operat
 
 // authenticate resolves the request's bearer token; no token is an anonymous
 // caller, a bad one is refused.
-func (n *Node) authenticate(r *http.Request) (*Principal, error) {
+func (n *Node) authenticate(r *http.Request) (*api.Principal, error) {
 	tok, ok := bearer(r)
 	if !ok {
 		if r.Header.Get("Authorization") != "" {
@@ -106,7 +107,7 @@ func (n *Node) authenticate(r *http.Request) (*Principal, error) {
 
 // httpArgs gathers an operation's arguments: path parameters, then the query
 // string (GET) or the JSON body (other methods). Path parameters win.
-func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *Operation) (json.RawMessage, error) {
+func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operation) (json.RawMessage, error) {
 	args := map[string]any{}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		for name, vals := range r.URL.Query() {

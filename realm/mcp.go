@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"relay/protocol"
+	"relay/realm/api"
 )
 
 // refusalSchema is the shape of a refusal in a tool result.
@@ -44,7 +45,7 @@ func (n *Node) newMCPServer() *mcp.Server {
 	return srv
 }
 
-func toolOf(op *Operation) *mcp.Tool {
+func toolOf(op *api.Operation) *mcp.Tool {
 	t := &mcp.Tool{
 		Name:        op.Key,
 		Description: op.Purpose,
@@ -61,10 +62,10 @@ func toolOf(op *Operation) *mcp.Tool {
 	return t
 }
 
-func (n *Node) toolHandler(op *Operation) mcp.ToolHandler {
+func (n *Node) toolHandler(op *api.Operation) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
-		out, err := n.reg.call(ctx, PrincipalFrom(ctx), op, req.Params.Arguments)
+		out, err := n.reg.Invoke(ctx, api.PrincipalFrom(ctx), op, req.Params.Arguments)
 		if err != nil {
 			ref := n.safe(err, op.Key)
 			n.metrics.observe(op.Key, "mcp", ref.Status(), time.Since(start))
@@ -145,7 +146,7 @@ func (n *Node) mcpHandler() http.Handler {
 			writeRefusal(w, err)
 			return
 		}
-		r = r.WithContext(WithPrincipal(r.Context(), p))
+		r = r.WithContext(api.WithPrincipal(r.Context(), p))
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {
 			host = r.Host

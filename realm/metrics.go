@@ -23,7 +23,7 @@ func newMetrics(n *Node) *metrics {
 			Name: "relay_requests_total", Help: "Operations served, by operation, transport and status.",
 		}, []string{"op", "transport", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "relay_request_seconds", Help: "Operation latency, by operation and transport.",
+			Name: "relay_request_seconds", Help: "api.Operation latency, by operation and transport.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}, []string{"op", "transport"}),
 	}

@@ -15,6 +15,7 @@ import (
 
 	"relay/federation"
 	"relay/protocol"
+	"relay/realm/api"
 	"relay/store"
 )
 
@@ -60,7 +61,7 @@ type Node struct {
 	id       *federation.Identity
 	store    *store.Store
 	auth     *Auth
-	reg      *Registry
+	reg      *api.Registry
 	metrics  *metrics
 	handler  http.Handler
 	started  time.Time
@@ -132,7 +133,7 @@ func Open(cfg Config) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
-	n.reg = NewRegistry()
+	n.reg = api.NewRegistry()
 	n.registerCore()
 	n.metrics = newMetrics(n)
 	n.handler = n.routes()
@@ -195,8 +196,8 @@ func (n *Node) Realm() protocol.Realm { return n.realm }
 // PeerID is the realm key's libp2p peer ID.
 func (n *Node) PeerID() string { return n.id.PeerID.String() }
 
-// Registry is the node's operation registry.
-func (n *Node) Registry() *Registry { return n.reg }
+// api.Registry is the node's operation registry.
+func (n *Node) Registry() *api.Registry { return n.reg }
 
 // Handler is the node's whole HTTP surface.
 func (n *Node) Handler() http.Handler { return n.handler }

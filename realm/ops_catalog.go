@@ -8,13 +8,14 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"relay/protocol"
+	"relay/realm/api"
 )
 
 func (n *Node) registerCatalog() {
 	n.reg.Add(
-		Define("list_api_operations", http.MethodGet, "/api/v1/operations", "Every operation with key, method, path, purpose and who may call it.", Public, n.listOperations),
-		Define("get_api_operation", http.MethodGet, "/api/v1/operations/{key}", "The full contract of one operation: access, input and output schemas.", Public, n.getOperation),
-		Define("call_api_operation", http.MethodPost, "/api/v1/operations/{key}", "Run any operation by key, through the same rights check as HTTP.", NeedRight(protocol.RightRead), n.callOperation),
+		api.Define("list_api_operations", http.MethodGet, "/api/v1/operations", "Every operation with key, method, path, purpose and who may call it.", api.Public, n.listOperations),
+		api.Define("get_api_operation", http.MethodGet, "/api/v1/operations/{key}", "The full contract of one operation: access, input and output schemas.", api.Public, n.getOperation),
+		api.Define("call_api_operation", http.MethodPost, "/api/v1/operations/{key}", "Run any operation by key, through the same rights check as HTTP.", api.NeedRight(protocol.RightRead), n.callOperation),
 	)
 }
 
@@ -30,10 +31,10 @@ type CatalogEntry struct {
 	Allowed bool `json:"allowed" jsonschema:"whether the caller's credential may call it"`
 }
 
-func (n *Node) listOperations(ctx context.Context, c *Call, _ noInput) (OperationsOut, error) {
+func (n *Node) listOperations(ctx context.Context, c *api.Call, _ api.NoInput) (OperationsOut, error) {
 	var out OperationsOut
 	for _, op := range n.reg.Operations() {
-		out.Operations = append(out.Operations, CatalogEntry{Endpoint: endpointOf(op), Allowed: authorize(c.Principal, op.Access) == nil})
+		out.Operations = append(out.Operations, CatalogEntry{Endpoint: endpointOf(op), Allowed: api.Authorize(c.Principal, op.Access) == nil})
 	}
 	return out, nil
 }
@@ -51,7 +52,7 @@ type OperationOut struct {
 	Allowed      bool           `json:"allowed"`
 }
 
-func (n *Node) getOperation(ctx context.Context, c *Call, in operationKeyIn) (OperationOut, error) {
+func (n *Node) getOperation(ctx context.Context, c *api.Call, in operationKeyIn) (OperationOut, error) {
 	op, ok := n.reg.Lookup(in.Key)
 	if !ok {
 		return OperationOut{}, protocol.Refusef(protocol.ReasonOperationNotFound, "No operation %q; see list_api_operations.", in.Key)
@@ -61,7 +62,7 @@ func (n *Node) getOperation(ctx context.Context, c *Call, in operationKeyIn) (Op
 		Tool:         op.Key,
 		InputSchema:  schemaMap(op.Input),
 		OutputSchema: schemaMap(op.Output),
-		Allowed:      authorize(c.Principal, op.Access) == nil,
+		Allowed:      api.Authorize(c.Principal, op.Access) == nil,
 	}, nil
 }
 
@@ -76,7 +77,7 @@ type CallOut struct {
 	Result any    `json:"result"`
 }
 
-func (n *Node) callOperation(ctx context.Context, c *Call, in callOperationIn) (CallOut, error) {
+func (n *Node) callOperation(ctx context.Context, c *api.Call, in callOperationIn) (CallOut, error) {
 	if in.Key == c.Op.Key {
 		return CallOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "call_api_operation cannot call itself.").With("field", "key")
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"relay/protocol"
+	"relay/realm/api"
 	"relay/store"
 )
 
@@ -13,14 +14,12 @@ import (
 // and credentials.
 func (n *Node) registerCore() {
 	n.reg.Add(
-		Define("get_health", http.MethodGet, "/api/v1/health", "Health: version, schema, store settings in force and store state.", Public, n.health),
-		Define("get_manifest", http.MethodGet, "/api/v1/manifest", "The language: version, realm, limits, kinds, states, profiles, endpoints.", Public, n.manifest),
+		api.Define("get_health", http.MethodGet, "/api/v1/health", "Health: version, schema, store settings in force and store state.", api.Public, n.health),
+		api.Define("get_manifest", http.MethodGet, "/api/v1/manifest", "The language: version, realm, limits, kinds, states, profiles, endpoints.", api.Public, n.manifest),
 	)
 	n.registerCatalog()
 	n.registerTokens()
 }
-
-type noInput struct{}
 
 // HealthOut is the answer of get_health.
 type HealthOut struct {
@@ -45,7 +44,7 @@ type HealthStore struct {
 	VLogBytes int64  `json:"vlog_bytes"`
 }
 
-func (n *Node) health(ctx context.Context, c *Call, _ noInput) (HealthOut, error) {
+func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOut, error) {
 	st := n.store.State()
 	status := "ok"
 	if st.Status != "ok" {
@@ -81,7 +80,7 @@ type Endpoint struct {
 	Access  string `json:"access" jsonschema:"public, human, or right:<right>"`
 }
 
-func endpointOf(op *Operation) Endpoint {
+func endpointOf(op *api.Operation) Endpoint {
 	return Endpoint{Key: op.Key, Method: op.Method, Path: op.Path, Purpose: op.Purpose, Access: op.Access.String()}
 }
 
@@ -106,7 +105,7 @@ type ManifestOut struct {
 	Endpoints     []Endpoint            `json:"endpoints"`
 }
 
-func (n *Node) manifest(ctx context.Context, c *Call, _ noInput) (ManifestOut, error) {
+func (n *Node) manifest(ctx context.Context, c *api.Call, _ api.NoInput) (ManifestOut, error) {
 	m := ManifestOut{
 		Parley:        protocol.ParleyVersion,
 		Server:        "relay",

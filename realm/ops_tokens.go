@@ -7,16 +7,17 @@ import (
 	"time"
 
 	"relay/protocol"
+	"relay/realm/api"
 )
 
 // Tokens are the realm human's to issue, re-right and revoke (DESIGN.md:
 // human-only routes).
 func (n *Node) registerTokens() {
 	n.reg.Add(
-		Define("post_tokens", http.MethodPost, "/api/v1/tokens", "Issue an agent token with rights (the realm's human only). The secret is shown once.", HumanOnly, n.issueToken),
-		Define("get_tokens", http.MethodGet, "/api/v1/tokens", "List the realm's tokens, without secrets (the realm's human only).", HumanOnly, n.listTokens),
-		Define("post_tokens_id_rights", http.MethodPost, "/api/v1/tokens/{id}/rights", "Change a token's rights (the realm's human only).", HumanOnly, n.setTokenRights),
-		Define("post_tokens_id_revoke", http.MethodPost, "/api/v1/tokens/{id}/revoke", "Revoke a token at once (the realm's human only).", HumanOnly, n.revokeToken),
+		api.Define("post_tokens", http.MethodPost, "/api/v1/tokens", "Issue an agent token with rights (the realm's human only). The secret is shown once.", api.HumanOnly, n.issueToken),
+		api.Define("get_tokens", http.MethodGet, "/api/v1/tokens", "List the realm's tokens, without secrets (the realm's human only).", api.HumanOnly, n.listTokens),
+		api.Define("post_tokens_id_rights", http.MethodPost, "/api/v1/tokens/{id}/rights", "Change a token's rights (the realm's human only).", api.HumanOnly, n.setTokenRights),
+		api.Define("post_tokens_id_revoke", http.MethodPost, "/api/v1/tokens/{id}/revoke", "Revoke a token at once (the realm's human only).", api.HumanOnly, n.revokeToken),
 	)
 }
 
@@ -25,7 +26,7 @@ type issueTokenIn struct {
 	Rights []string `json:"rights,omitempty" jsonschema:"rights beyond read: write, pin, lock, verify, grant"`
 }
 
-func (n *Node) issueToken(ctx context.Context, c *Call, in issueTokenIn) (IssuedToken, error) {
+func (n *Node) issueToken(ctx context.Context, c *api.Call, in issueTokenIn) (IssuedToken, error) {
 	label := strings.TrimSpace(in.Label)
 	if label == "" || len([]rune(label)) > 100 {
 		return IssuedToken{}, protocol.Refusef(protocol.ReasonInvalidBody, "label: 1 to 100 characters.").With("field", "label").With("rule", "length")
@@ -63,7 +64,7 @@ type TokensOut struct {
 	Tokens []TokenOut `json:"tokens"`
 }
 
-func (n *Node) listTokens(ctx context.Context, c *Call, _ noInput) (TokensOut, error) {
+func (n *Node) listTokens(ctx context.Context, c *api.Call, _ api.NoInput) (TokensOut, error) {
 	out := TokensOut{Tokens: []TokenOut{}}
 	for _, rec := range n.auth.list() {
 		out.Tokens = append(out.Tokens, n.tokenOut(&rec))
@@ -76,7 +77,7 @@ type tokenRightsIn struct {
 	Rights []string `json:"rights" jsonschema:"the new rights beyond read"`
 }
 
-func (n *Node) setTokenRights(ctx context.Context, c *Call, in tokenRightsIn) (TokenOut, error) {
+func (n *Node) setTokenRights(ctx context.Context, c *api.Call, in tokenRightsIn) (TokenOut, error) {
 	rights, err := protocol.NewRights(in.Rights...)
 	if err != nil {
 		return TokenOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "rights").With("rule", "enum")
@@ -98,7 +99,7 @@ type tokenIDIn struct {
 	ID uint64 `json:"id"`
 }
 
-func (n *Node) revokeToken(ctx context.Context, c *Call, in tokenIDIn) (TokenOut, error) {
+func (n *Node) revokeToken(ctx context.Context, c *api.Call, in tokenIDIn) (TokenOut, error) {
 	rec, err := n.auth.update(ctx, in.ID, func(rec *tokenRecord) error {
 		if rec.ID == c.Principal.TokenID {
 			return protocol.Refusef(protocol.ReasonConflict, "A credential cannot revoke itself.")

@@ -1,4 +1,7 @@
-package realm
+// Package api is the operation registry every transport is generated from:
+// one row per operation (key, method, path, purpose, access, schemas,
+// handler), the caller's Principal, and the one rights check.
+package api
 
 import (
 	"bytes"
@@ -86,6 +89,9 @@ func (c *Call) Bind(v any) error {
 	}
 	return nil
 }
+
+// NoInput is the input of an operation that takes no arguments.
+type NoInput struct{}
 
 // Handler adapts a typed function to Operation.Handle and derives the input
 // and output schemas from In and Out.
@@ -176,11 +182,13 @@ func (r *Registry) Call(ctx context.Context, p *Principal, key string, args json
 	if !ok {
 		return nil, protocol.Refusef(protocol.ReasonOperationNotFound, "No operation %q; see list_api_operations.", key)
 	}
-	return r.call(ctx, p, op, args)
+	return r.Invoke(ctx, p, op, args)
 }
 
-func (r *Registry) call(ctx context.Context, p *Principal, op *Operation, args json.RawMessage) (any, error) {
-	if err := authorize(p, op.Access); err != nil {
+// Invoke runs op for a principal: the one place rights are checked and input
+// is validated, whatever the transport.
+func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args json.RawMessage) (any, error) {
+	if err := Authorize(p, op.Access); err != nil {
 		return nil, err
 	}
 	args, err := r.validate(op, args)
@@ -238,8 +246,8 @@ func schemaRefusal(err error) *protocol.Refusal {
 	return ref
 }
 
-// authorize is the rights check of every transport.
-func authorize(p *Principal, a Access) error {
+// Authorize is the rights check of every transport.
+func Authorize(p *Principal, a Access) error {
 	switch a.Kind {
 	case AccessPublic:
 		return nil

@@ -1,4 +1,4 @@
-package realm
+package api
 
 import (
 	"context"
@@ -39,7 +39,7 @@ var authorizeTests = []authorizeTest{
 func TestAuthorize(t *testing.T) {
 	for _, tc := range authorizeTests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := authorize(tc.p, tc.access)
+			err := Authorize(tc.p, tc.access)
 			var ref *protocol.Refusal
 			switch {
 			case tc.reason == "" && err != nil:
@@ -53,7 +53,7 @@ func TestAuthorize(t *testing.T) {
 
 func TestRegistryRefusesDuplicates(t *testing.T) {
 	op := func(key, path string) *Operation {
-		return Define(key, "GET", path, "x", Public, func(_ context.Context, _ *Call, _ noInput) (noInput, error) { return noInput{}, nil })
+		return Define(key, "GET", path, "x", Public, func(_ context.Context, _ *Call, _ NoInput) (NoInput, error) { return NoInput{}, nil })
 	}
 	for _, tc := range []struct {
 		name string
