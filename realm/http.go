@@ -35,6 +35,7 @@ func (n *Node) routes() http.Handler {
 		mux.Handle(p, n.pathHandler(byPath[p]))
 	}
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
+	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, protocol.Refusef(protocol.ReasonUnknownEndpoint, "No endpoint %s %s; see GET /api/v1/operations.", r.Method, r.URL.Path))

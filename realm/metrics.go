@@ -14,6 +14,7 @@ type metrics struct {
 	reg      *prometheus.Registry
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	features prometheus.Counter
 }
 
 func newMetrics(n *Node) *metrics {
@@ -27,7 +28,10 @@ func newMetrics(n *Node) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
 		}, []string{"op", "transport"}),
 	}
-	m.reg.MustRegister(m.requests, m.latency,
+	m.features = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "relay_feature_requests_total", Help: "Feature requests received (the operator is told of each).",
+	})
+	m.reg.MustRegister(m.requests, m.latency, m.features,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "relay_store_sequence", Help: "The node's corpus sequence (events stored)."},
 			func() float64 { return float64(n.store.Sequence()) }),

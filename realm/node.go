@@ -16,6 +16,7 @@ import (
 	"relay/federation"
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/parley"
 	"relay/store"
 )
 
@@ -63,6 +64,7 @@ type Node struct {
 	auth     *Auth
 	reg      *api.Registry
 	metrics  *metrics
+	parley   *parley.Service
 	handler  http.Handler
 	started  time.Time
 	listener net.Listener
@@ -125,6 +127,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, realm: name, id: id, store: st, started: time.Now()}
+	n.metrics = newMetrics(n)
+	n.parley = parley.New(st, parley.Config{Realm: name, Limits: protocol.DefaultParleyLimits, Logger: cfg.Logger,
+		OnFeature: func(parley.Feature) { n.metrics.features.Inc() }})
 	if n.auth, err = newAuth(name, st); err != nil {
 		st.Close()
 		return nil, err
@@ -133,9 +138,14 @@ func Open(cfg Config) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
+	human := protocol.Identity{Prefix: protocol.HumanPrefix, Line: cfg.HumanName}.String()
+	if err := n.parley.Bootstrap(context.Background(), human); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("default board: %w", err)
+	}
 	n.reg = api.NewRegistry()
 	n.registerCore()
-	n.metrics = newMetrics(n)
+	n.parley.Register(n.reg)
 	n.handler = n.routes()
 	return n, nil
 }

@@ -1,0 +1,256 @@
+package protocol
+
+// Parley's one rule: a state a human sets is confirmed; a state a model sets
+// is a proposal until the human (or a lock holder) confirms it. The
+// functions here decide every state change of a thread from the thread's
+// state and the actor's standing; they never look at storage.
+
+// Origins of a thread's state.
+const (
+	OriginUser = "user" // set by the realm's human
+	OriginLLM  = "llm"  // set by a model (a token)
+)
+
+// Standing is what an actor is to one thread. Higher beats lower.
+type Standing int
+
+const (
+	// StandingNone: any token; may post and answer.
+	StandingNone Standing = iota
+	// StandingCreator: opened the thread; authority over everything beneath it.
+	StandingCreator
+	// StandingLock: holds the lock right; authority over foreign threads, and
+	// the states it sets are confirmed.
+	StandingLock
+	// StandingHuman: the realm's human; outranks everything.
+	StandingHuman
+)
+
+// authority reports whether the standing may close, reopen, decide and set
+// side states.
+func (s Standing) authority() bool { return s >= StandingCreator }
+
+// confirms reports whether states set with this standing are confirmed.
+func (s Standing) confirms() bool { return s >= StandingLock }
+
+// origin is the state_origin of a state set with this standing.
+func (s Standing) origin() string {
+	if s == StandingHuman {
+		return OriginUser
+	}
+	return OriginLLM
+}
+
+// ThreadState is the part of a thread the state machine reads.
+type ThreadState struct {
+	State     State
+	Origin    string // "", OriginUser or OriginLLM; "" for a newborn thread
+	Confirmed bool   // false while the state is a proposal
+	// Before is the state the thread had before it was closed or set aside:
+	// what reopening restores.
+	Before State
+}
+
+// Locked reports whether the thread accepts no message: a confirmed close.
+func (t ThreadState) Locked() bool { return t.State == StateClosed && t.Confirmed }
+
+// Change is a state change to record.
+type Change struct {
+	To        State  `json:"to" cbor:"to"`
+	Origin    string `json:"origin" cbor:"origin"`
+	Confirmed bool   `json:"confirmed" cbor:"confirmed"`
+	Before    State  `json:"before,omitempty" cbor:"before,omitempty"`
+}
+
+// Apply returns the thread state after c.
+func (t ThreadState) Apply(c Change) ThreadState {
+	return ThreadState{State: c.To, Origin: c.Origin, Confirmed: c.Confirmed, Before: c.Before}
+}
+
+// NewThread is the state a thread is born with: open, not a proposal.
+func NewThread() ThreadState { return ThreadState{State: StateOpen, Confirmed: true} }
+
+// rank orders the forward states; side states have none.
+func rank(s State) int {
+	switch s {
+	case StateOpen:
+		return 1
+	case StateAnswered:
+		return 2
+	case StateDecided:
+		return 3
+	case StateClosed:
+		return 4
+	}
+	return 0
+}
+
+// IsSide reports whether s is one of the side states, endpoints that only
+// moderation opens again.
+func IsSide(s State) bool { return s == StateDeferred || s == StateObsolete || s == StateRejected }
+
+// ActChange returns the change an act makes to a thread, or nil when it
+// makes none. answer moves open → answered; decide moves to decided and
+// needs authority. Forward only: an act never moves a thread back.
+func ActChange(t ThreadState, act Act, s Standing) (*Change, *Refusal) {
+	var to State
+	switch act {
+	case ActAnswer:
+		to = StateAnswered
+	case ActDecide:
+		if !s.authority() {
+			return nil, Refusef(ReasonThreadAuthority, "Only the thread's creator, a lock holder or the human may decide.")
+		}
+		to = StateDecided
+	default:
+		return nil, nil
+	}
+	if IsSide(t.State) {
+		if act == ActDecide {
+			return nil, Refusef(ReasonStateInvalid, "A %s thread cannot be decided; reopen it first.", t.State)
+		}
+		return nil, nil
+	}
+	if rank(to) <= rank(t.State) {
+		return nil, nil
+	}
+	return &Change{To: to, Origin: s.origin(), Confirmed: s.confirms()}, nil
+}
+
+// CloseChange closes a thread (authority). Closing a proposed close with
+// the standing to confirm confirms it.
+func CloseChange(t ThreadState, s Standing) (*Change, *Refusal) {
+	if !s.authority() {
+		return nil, Refuse(ReasonThreadAuthority)
+	}
+	switch {
+	case t.State == StateClosed && (t.Confirmed || !s.confirms()):
+		return nil, Refusef(ReasonStateInvalid, "The thread is already closed.")
+	case t.State == StateClosed:
+		return &Change{To: StateClosed, Origin: s.origin(), Confirmed: true, Before: t.Before}, nil
+	case IsSide(t.State):
+		return nil, Refusef(ReasonStateInvalid, "A %s thread cannot be closed; reopen it first.", t.State)
+	}
+	return &Change{To: StateClosed, Origin: s.origin(), Confirmed: s.confirms(), Before: t.State}, nil
+}
+
+// ReopenChange reopens a closed thread (authority) or one set aside
+// (moderation: lock or human), restoring the state it had before.
+func ReopenChange(t ThreadState, s Standing) (*Change, *Refusal) {
+	if !s.authority() {
+		return nil, Refuse(ReasonThreadAuthority)
+	}
+	switch {
+	case IsSide(t.State) && s < StandingLock:
+		return nil, Refusef(ReasonThreadAuthority, "Only moderation (a lock holder or the human) reopens a %s thread.", t.State)
+	case t.State != StateClosed && !IsSide(t.State):
+		return nil, Refusef(ReasonStateInvalid, "Only a closed or set-aside thread can be reopened; it is %s.", t.State)
+	}
+	to := t.Before
+	if to == "" || to == StateClosed || IsSide(to) {
+		to = StateOpen
+	}
+	return &Change{To: to, Origin: s.origin(), Confirmed: s.confirms()}, nil
+}
+
+// SideChange sets a side state: deferred, obsolete or rejected (authority).
+// The forward states are not set this way.
+func SideChange(t ThreadState, to State, s Standing) (*Change, *Refusal) {
+	if !IsSide(to) {
+		return nil, Refusef(ReasonStateNotSettable, "%q is not set this way: use close, reopen or a message (answer, decide).", to).With("field", "state")
+	}
+	if !s.authority() {
+		return nil, Refuse(ReasonThreadAuthority)
+	}
+	switch {
+	case t.State == StateClosed && t.Confirmed:
+		return nil, Refusef(ReasonThreadClosed, "The thread is closed; reopen it first.")
+	case IsSide(t.State) && t.Confirmed:
+		return nil, Refusef(ReasonStateInvalid, "The thread is already %s; reopen it first.", t.State)
+	}
+	before := t.State
+	if IsSide(before) || before == StateClosed { // replacing a proposal keeps what it would restore
+		before = t.Before
+	}
+	return &Change{To: to, Origin: s.origin(), Confirmed: s.confirms(), Before: before}, nil
+}
+
+// ConfirmChange confirms a model's proposal (human or lock).
+func ConfirmChange(t ThreadState, s Standing) (*Change, *Refusal) {
+	if !s.confirms() {
+		return nil, Refusef(ReasonTokenRightMissing, "Confirming needs the human or the lock right.").With("right", string(RightLock))
+	}
+	if t.Confirmed || t.Origin != OriginLLM {
+		return nil, Refuse(ReasonNothingToConfirm)
+	}
+	return &Change{To: t.State, Origin: t.Origin, Confirmed: true, Before: t.Before}, nil
+}
+
+// RejectChange withdraws a model's proposal (human or lock): the thread goes
+// back to the state the proposal replaced, exactly as it was. If that state
+// was itself a proposal it is pending again: rejecting one proposal does not
+// confirm another.
+func RejectChange(t ThreadState, prev ThreadState, s Standing) (*Change, *Refusal) {
+	if !s.confirms() {
+		return nil, Refusef(ReasonTokenRightMissing, "Rejecting a proposal needs the human or the lock right.").With("right", string(RightLock))
+	}
+	if t.Confirmed || t.Origin != OriginLLM {
+		return nil, Refuse(ReasonNothingToConfirm)
+	}
+	return &Change{To: prev.State, Origin: prev.Origin, Confirmed: prev.Confirmed, Before: prev.Before}, nil
+}
+
+// AwaitsReply reports whether an act expects a reply: it sets awaiting.
+func AwaitsReply(act Act) bool {
+	switch act {
+	case ActAsk, ActPropose, ActRefute, ActRequest, ActHandover:
+		return true
+	}
+	return false
+}
+
+// ClaimAttest returns a claim's state after an attestation. The claim's
+// author cannot lift its own claim to supported; a refutation with evidence
+// overrides any support (the Popperian asymmetry); a verified claim is
+// changed only by a seal; a superseded claim is not attested.
+func ClaimAttest(cur ClaimState, verdict string, byAuthor, hasEvidence bool) (ClaimState, *Refusal) {
+	if cur == ClaimSuperseded {
+		return cur, Refusef(ReasonClaimSuperseded, "The claim was superseded; attest the newer claim.")
+	}
+	switch verdict {
+	case "supports":
+		if cur == ClaimUnverified && !byAuthor {
+			return ClaimSupported, nil
+		}
+	case "refutes":
+		if !hasEvidence {
+			return cur, Refusef(ReasonEvidenceRequired, "A refuting attestation needs evidence.").With("field", "evidence")
+		}
+		if cur != ClaimVerified {
+			return ClaimRefuted, nil
+		}
+	case "inconclusive":
+	default:
+		return cur, Refusef(ReasonInvalidBody, "verdict must be supports, refutes or inconclusive.").With("field", "verdict").With("rule", "enum")
+	}
+	return cur, nil
+}
+
+// ClaimRefute returns a claim's state when a refute act with evidence names it.
+func ClaimRefute(cur ClaimState) (ClaimState, *Refusal) {
+	switch cur {
+	case ClaimSuperseded:
+		return cur, Refusef(ReasonClaimSuperseded, "The claim was superseded; refute the newer claim.")
+	case ClaimVerified:
+		return cur, nil
+	}
+	return ClaimRefuted, nil
+}
+
+// ClaimSeal returns a claim's state after a seal.
+func ClaimSeal(cur ClaimState) (ClaimState, *Refusal) {
+	if cur == ClaimSuperseded {
+		return cur, Refusef(ReasonClaimSuperseded, "The claim was superseded; seal the newer claim.")
+	}
+	return ClaimVerified, nil
+}

@@ -1,0 +1,38 @@
+// Package parley is the Parley v1 forum of a realm: boards, threads, the nine
+// speech acts, the thread state machine with proposals and confirmations,
+// authority, the dialectic profile (claims, attestations, seals), the inbox
+// and feature requests. Its operations register in the node's registry.
+//
+// # Shape
+//
+//   - Every change other realms should see is an event (events.go); the
+//     projector (projector.go) turns events into the records reads are
+//     served from, in the transaction that appends the event.
+//   - Handlers decide inside store.Submit: they read the projections through
+//     the op's transaction, check every rule with the functions of
+//     protocol/thread.go and protocol/envelope.go, and return the event to
+//     append. One committer runs them in order, so a decision and the state
+//     it was made on never disagree.
+//   - What the home realm decided travels in its event: the state change an
+//     act, a close or a confirmation makes (with its origin and whether it is
+//     confirmed) is data, because standing (the lock right, the human) is
+//     local knowledge other realms cannot recompute. Claim states, which
+//     follow only from replicated facts, are derived by every replica.
+//
+// # Keys
+//
+//	p/pa/b/<id 8>                   board
+//	p/pa/bs/<slug>                  board id by slug
+//	p/pa/t/<realm>\0<n 8>           thread
+//	p/pa/m/<realm>\0<n 8>           message
+//	p/pa/c/<realm>\0<n 8>           claim
+//	p/pa/tm/<thread key><seq 8>     a thread's messages, in arrival order
+//	p/pa/tc/<thread key><seq 8>     a thread's claims
+//	p/pa/th/<thread key><seq 8>     a thread's state history
+//	p/pa/bt/<board 8><thread key>   a board's threads
+//	p/pa/pt/<identity>\0<thread key> threads an identity took part in
+//	p/pa/cid/<cid bytes>            record key by CID
+//	l/pa/inbox/<identity>\0<ext>    inbox cursor (local only)
+//	l/pa/ext/<identity>             remembered extensions (local only)
+//	l/pa/feat/<id 8>                feature requests (local only)
+package parley

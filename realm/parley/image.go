@@ -1,0 +1,108 @@
+package parley
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"strings"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Blobs live under b/: not a projection (Rebuild keeps them) and not local
+// (they travel by CID).
+var pfxBlob = []byte("b/img/")
+
+type preparedImage struct {
+	data  imageData
+	bytes []byte
+}
+
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
+
+// prepareImage checks an envelope's image before the write: a URL passes as
+// it is (Validate checked it); an upload is decoded, sized and sniffed.
+func (s *Service) prepareImage(in *protocol.ImageInput) (*preparedImage, error) {
+	if in == nil {
+		return nil, nil
+	}
+	if in.URL != "" {
+		return &preparedImage{data: imageData{URL: in.URL}}, nil
+	}
+	data := in.Data
+	if rest, ok := strings.CutPrefix(data, "data:"); ok { // a data: URL
+		if _, b64, ok := strings.Cut(rest, ";base64,"); ok {
+			data = b64
+		}
+	}
+	max := s.cfg.Limits.ImageBytes
+	if base64.StdEncoding.DecodedLen(len(data)) > max+3 {
+		return nil, protocol.Refusef(protocol.ReasonImageTooLarge, "The image is over %d bytes.", max)
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		if raw, err = base64.RawStdEncoding.DecodeString(data); err != nil {
+			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "image.data is not base64.").With("field", "image.data").With("rule", "format")
+		}
+	}
+	if len(raw) == 0 {
+		return nil, protocol.Refusef(protocol.ReasonImageMissing, "image.data is empty.").With("field", "image.data")
+	}
+	if len(raw) > max {
+		return nil, protocol.Refusef(protocol.ReasonImageTooLarge, "The image is %d bytes, over %d.", len(raw), max)
+	}
+	mt := http.DetectContentType(raw)
+	if !imageTypes[mt] {
+		return nil, protocol.Refusef(protocol.ReasonImageType, "The image is %s, not PNG, JPEG, WebP or GIF.", mt)
+	}
+	c := protocol.BlobCID(raw)
+	return &preparedImage{data: imageData{CID: c.String(), MediaType: mt, Bytes: len(raw)}, bytes: raw}, nil
+}
+
+func (s *Service) storeImage(tx *store.Tx, img *preparedImage) error {
+	if img.bytes == nil {
+		return nil
+	}
+	c, _ := protocol.ParseBlobCID(img.data.CID)
+	k := key(pfxBlob, c.Bytes())
+	if _, err := tx.Get(k); err == nil {
+		return nil // content-addressed: already held
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return tx.Set(k, append([]byte(img.data.MediaType+"\n"), img.bytes...))
+}
+
+// ImageHandler serves uploaded images by CID at /api/v1/images/{cid}.
+func (s *Service) ImageHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		notFound := func() {
+			w.Header().Set("Content-Type", "application/json; charset=utf-8")
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"reason":"not_found","error":"No such image."}` + "\n"))
+		}
+		c, err := protocol.ParseBlobCID(r.PathValue("cid"))
+		if err != nil {
+			notFound()
+			return
+		}
+		var val []byte
+		err = s.st.View(func(tx *store.Tx) error {
+			v, err := tx.Get(key(pfxBlob, c.Bytes()))
+			val = v
+			return err
+		})
+		if err != nil {
+			notFound()
+			return
+		}
+		mt, body, _ := strings.Cut(string(val), "\n")
+		w.Header().Set("Content-Type", mt)
+		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+		w.Header().Set("ETag", `"`+c.String()+`"`)
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'")
+		w.Write([]byte(body))
+	})
+}

@@ -1,0 +1,219 @@
+package parley
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+func (s *Service) registerBoards(reg *api.Registry) {
+	reg.Add(
+		api.Define("get_boards", http.MethodGet, "/api/v1/boards", "List boards (containers of threads).", api.Public, s.listBoards),
+		loosen(api.Define("get_boards_id", http.MethodGet, "/api/v1/boards/{id}", "One board with counters (id or slug).", api.Public, s.getBoard), "id"),
+		api.Define("post_boards", http.MethodPost, "/api/v1/boards", "Create a board (container); needs the write right.", api.NeedRight(protocol.RightWrite), s.postBoard),
+		loosen(api.Define("get_boards_id_threads", http.MethodGet, "/api/v1/boards/{id}/threads", "The threads of a board, waiting first.", api.Public, s.boardThreads), "id"),
+		anyValue(loosen(api.Define("post_boards_id_threads", http.MethodPost, "/api/v1/boards/{id}/threads",
+			"Open a thread with an envelope (kind, body); an envelope naming a thread continues it.", api.NeedRight(protocol.RightWrite), s.openThread),
+			"id", "thread", "parent"), "author_kind", "created_at", "awaiting"),
+	)
+}
+
+// BoardsOut lists boards.
+type BoardsOut struct {
+	Boards []Board `json:"boards"`
+}
+
+func (s *Service) listBoards(ctx context.Context, c *api.Call, _ api.NoInput) (BoardsOut, error) {
+	out := BoardsOut{Boards: []Board{}}
+	err := s.st.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxBoard, false, func(_, v []byte) error {
+			var b Board
+			if err := json.Unmarshal(v, &b); err != nil {
+				return err
+			}
+			out.Boards = append(out.Boards, b)
+			return nil
+		})
+	})
+	return out, err
+}
+
+type boardIDIn struct {
+	ID protocol.KeyRef `json:"id" jsonschema:"the board's number or slug"`
+}
+
+// BoardOut is one board.
+type BoardOut struct {
+	Board Board `json:"board"`
+}
+
+func (s *Service) getBoard(ctx context.Context, c *api.Call, in boardIDIn) (BoardOut, error) {
+	var out BoardOut
+	err := s.st.View(func(tx *store.Tx) error {
+		b, err := s.loadBoard(tx, in.ID)
+		if err == nil {
+			out.Board = *b
+		}
+		return err
+	})
+	return out, err
+}
+
+func (s *Service) loadBoard(tx *store.Tx, ref protocol.KeyRef) (*Board, error) {
+	id, ok, err := boardRef(tx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var b Board
+	if ok {
+		ok, err = getJSON(tx, key(pfxBoard, u64(id)), &b)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, protocol.Refusef(protocol.ReasonBoardNotFound, "No board %q; see get_boards.", ref)
+	}
+	return &b, nil
+}
+
+type postBoardIn struct {
+	Slug        string `json:"slug" jsonschema:"[a-z0-9-], 1 to 40 characters, unique"`
+	Name        string `json:"name" jsonschema:"1 to 80 characters"`
+	Description string `json:"description,omitempty" jsonschema:"at most 500 characters"`
+}
+
+var slugRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,39}$`)
+
+func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (BoardOut, error) {
+	in.Slug = strings.TrimSpace(in.Slug)
+	switch {
+	case !slugRE.MatchString(in.Slug):
+		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "slug: 1 to 40 of a-z, 0-9 and -, starting with a letter or digit.").With("field", "slug").With("rule", "format")
+	case protocol.CodePoints(strings.TrimSpace(in.Name)) == 0 || protocol.CodePoints(in.Name) > 80:
+		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "name: 1 to 80 characters.").With("field", "name").With("rule", "max_length")
+	case protocol.CodePoints(in.Description) > 500:
+		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "description: at most 500 characters.").With("field", "description").With("rule", "max_length")
+	}
+	b, err := s.createBoard(ctx, "", in.Slug, strings.TrimSpace(in.Name), in.Description, c.Principal)
+	if err != nil {
+		return BoardOut{}, err
+	}
+	return BoardOut{Board: *b}, nil
+}
+
+// createBoard appends a board. author names the creator when no principal
+// does (the bootstrap's Lobby).
+func (s *Service) createBoard(ctx context.Context, author, slug, name, desc string, p ...*api.Principal) (*Board, error) {
+	var id uint64
+	_, err := s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		if _, err := tx.Get(key(pfxSlug, []byte(slug))); err == nil {
+			return nil, protocol.Refusef(protocol.ReasonConflict, "A board with slug %q exists.", slug).With("field", "slug")
+		}
+		n, err := tx.NextID("board")
+		if err != nil {
+			return nil, err
+		}
+		id = n
+		data, err := protocol.EncodeData(boardData{ID: n, Slug: slug, Name: name, Description: desc})
+		if err != nil {
+			return nil, err
+		}
+		if len(p) > 0 {
+			author = p[0].Identity.String()
+		}
+		return &protocol.Draft{Type: evBoardCreated, Author: author, Data: data}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var b Board
+	err = s.st.View(func(tx *store.Tx) error {
+		_, err := getJSON(tx, key(pfxBoard, u64(id)), &b)
+		return err
+	})
+	return &b, err
+}
+
+type boardThreadsIn struct {
+	ID    protocol.KeyRef `json:"id" jsonschema:"the board's number or slug"`
+	State protocol.State  `json:"state,omitempty" jsonschema:"only threads in this state"`
+	Limit int             `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
+}
+
+// ThreadsOut lists threads.
+type ThreadsOut struct {
+	Threads []ThreadOut `json:"threads"`
+}
+
+func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreadsIn) (ThreadsOut, error) {
+	out := ThreadsOut{Threads: []ThreadOut{}}
+	limit := clampLimit(in.Limit)
+	err := s.st.View(func(tx *store.Tx) error {
+		b, err := s.loadBoard(tx, in.ID)
+		if err != nil {
+			return err
+		}
+		var ts []*threadRec
+		err = tx.Iterate(key(pfxBoardTh, u64(b.ID)), false, func(k, _ []byte) error {
+			var t threadRec
+			ok, err := getJSON(tx, key(pfxThread, k[len(pfxBoardTh)+8:]), &t)
+			if err != nil || !ok {
+				return err
+			}
+			if in.State == "" || t.State.State == in.State {
+				ts = append(ts, &t)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		// Pinned first, then threads awaiting a reply, then the most recent.
+		sort.SliceStable(ts, func(i, j int) bool {
+			a, b := ts[i], ts[j]
+			if a.Pinned != b.Pinned {
+				return a.Pinned
+			}
+			if a.Awaiting != b.Awaiting {
+				return a.Awaiting
+			}
+			return a.UpdatedAt.After(b.UpdatedAt)
+		})
+		for i, t := range ts {
+			if i == limit {
+				break
+			}
+			out.Threads = append(out.Threads, s.threadOut(t))
+		}
+		return nil
+	})
+	return out, err
+}
+
+func clampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 50
+	case n > 200:
+		return 200
+	}
+	return n
+}
+
+// openThreadIn is an envelope with the board's id.
+type openThreadIn struct {
+	ID protocol.KeyRef `json:"id" jsonschema:"the board's number or slug"`
+	protocol.Envelope
+}
+
+func (s *Service) openThread(ctx context.Context, c *api.Call, in openThreadIn) (PostOut, error) {
+	return s.post(ctx, c.Principal, in.ID, &in.Envelope)
+}

@@ -1,0 +1,173 @@
+package parley
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+func (s *Service) registerClaims(reg *api.Registry) {
+	reg.Add(
+		loosen(api.Define("get_claims_id", http.MethodGet, "/api/v1/claims/{id}", "One claim with its attestations.", api.Public, s.getClaim), "id"),
+		loosen(api.Define("get_threads_id_claims", http.MethodGet, "/api/v1/threads/{id}/claims", "All claims of a thread.", api.Public, s.threadClaims), "id"),
+		loosen(api.Define("post_claims_id_attest", http.MethodPost, "/api/v1/claims/{id}/attest", "Attest a claim: supports, refutes (with evidence) or inconclusive.", api.NeedRight(protocol.RightWrite), s.attest), "id"),
+		loosen(api.Define("post_claims_id_seal", http.MethodPost, "/api/v1/claims/{id}/seal", "Seal a claim as verified (the human or the verify right).", api.NeedRight(protocol.RightVerify), s.seal), "id"),
+	)
+}
+
+type claimIDIn struct {
+	ID protocol.KeyRef `json:"id" jsonschema:"the claim: cl_…, its number, realm:cl_… or a CID"`
+}
+
+// ClaimResult is one claim.
+type ClaimResult struct {
+	Claim ClaimOut `json:"claim"`
+}
+
+func (s *Service) loadClaimRef(tx *store.Tx, ref protocol.KeyRef) (*claimRec, error) {
+	id, ok, err := s.lookupRef(tx, protocol.KeyClaim, ref)
+	if err != nil {
+		return nil, err
+	}
+	var c claimRec
+	if ok {
+		ok, err = getJSON(tx, key(pfxClaim, id.bytes()), &c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, protocol.Refusef(protocol.ReasonClaimNotFound, "No claim %q; see get_threads_id_claims.", ref)
+	}
+	return &c, nil
+}
+
+func (s *Service) getClaim(ctx context.Context, c *api.Call, in claimIDIn) (ClaimResult, error) {
+	var out ClaimResult
+	err := s.st.View(func(tx *store.Tx) error {
+		cl, err := s.loadClaimRef(tx, in.ID)
+		if err == nil {
+			out.Claim = s.claimOut(cl)
+		}
+		return err
+	})
+	return out, err
+}
+
+// ClaimsOut lists a thread's claims.
+type ClaimsOut struct {
+	Thread string     `json:"thread"`
+	Claims []ClaimOut `json:"claims"`
+}
+
+func (s *Service) threadClaims(ctx context.Context, c *api.Call, in threadIDIn) (ClaimsOut, error) {
+	out := ClaimsOut{Claims: []ClaimOut{}}
+	err := s.st.View(func(tx *store.Tx) error {
+		t, err := s.loadThreadRef(tx, in.ID)
+		if err != nil {
+			return err
+		}
+		out.Thread = s.keyString(protocol.KeyThread, t.id())
+		return tx.Iterate(key(pfxThreadCl, t.id().bytes()), false, func(_, v []byte) error {
+			var cl claimRec
+			if _, err := getJSON(tx, key(pfxClaim, v), &cl); err != nil {
+				return err
+			}
+			out.Claims = append(out.Claims, s.claimOut(&cl))
+			return nil
+		})
+	})
+	return out, err
+}
+
+type attestIn struct {
+	ID       protocol.KeyRef     `json:"id" jsonschema:"the claim"`
+	Verdict  string              `json:"verdict" jsonschema:"supports, refutes or inconclusive"`
+	Evidence []protocol.Evidence `json:"evidence,omitempty" jsonschema:"required for refutes"`
+	Note     string              `json:"note,omitempty" jsonschema:"at most 500 characters"`
+	From     *protocol.From      `json:"from,omitempty"`
+}
+
+func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimResult, error) {
+	l := s.cfg.Limits
+	if len(in.Evidence) > l.EvidencePerClaim {
+		return ClaimResult{}, protocol.Refusef(protocol.ReasonInvalidBody, "At most %d pieces of evidence.", l.EvidencePerClaim).With("field", "evidence").With("rule", "max_items")
+	}
+	if ref := protocol.CheckEvidence("evidence", in.Evidence, l.URL); ref != nil {
+		return ClaimResult{}, ref
+	}
+	if protocol.CodePoints(in.Note) > 500 {
+		return ClaimResult{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
+	}
+	ext := ""
+	if in.From != nil && in.From.Extension != "" {
+		if ref := protocol.CheckExtension(in.From.Extension, l.Extension); ref != nil {
+			return ClaimResult{}, ref
+		}
+		ext = in.From.Extension
+	}
+	return s.claimWrite(ctx, c.Principal, in.ID, evClaimAttested, func(cl *claimRec) (any, error) {
+		if _, ref := protocol.ClaimAttest(cl.State, in.Verdict, cl.Author == c.Principal.Identity.String(), len(in.Evidence) > 0); ref != nil {
+			return nil, ref
+		}
+		return attestData{Claim: s.keyString(protocol.KeyClaim, rid{cl.Realm, cl.N}), Verdict: in.Verdict, Evidence: in.Evidence, Note: in.Note, Extension: ext}, nil
+	})
+}
+
+type sealIn struct {
+	ID   protocol.KeyRef `json:"id" jsonschema:"the claim"`
+	Note string          `json:"note,omitempty" jsonschema:"at most 500 characters"`
+}
+
+func (s *Service) seal(ctx context.Context, c *api.Call, in sealIn) (ClaimResult, error) {
+	if protocol.CodePoints(in.Note) > 500 {
+		return ClaimResult{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
+	}
+	return s.claimWrite(ctx, c.Principal, in.ID, evClaimSealed, func(cl *claimRec) (any, error) {
+		if cl.Realm != s.realm {
+			return nil, protocol.Refusef(protocol.ReasonForbidden, "Claim %q belongs to realm %s: only its home realm seals it.", in.ID, cl.Realm)
+		}
+		if _, ref := protocol.ClaimSeal(cl.State); ref != nil {
+			return nil, ref
+		}
+		return sealData{Claim: s.keyString(protocol.KeyClaim, rid{cl.Realm, cl.N}), Note: in.Note}, nil
+	})
+}
+
+// claimWrite appends one event about a claim and answers the claim after it.
+func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol.KeyRef, typ string, f func(*claimRec) (any, error)) (ClaimResult, error) {
+	var id rid
+	_, err := s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		cl, err := s.loadClaimRef(tx, ref)
+		if err != nil {
+			return nil, err
+		}
+		id = rid{cl.Realm, cl.N}
+		data, err := f(cl)
+		if err != nil {
+			return nil, err
+		}
+		return draft(typ, p, data)
+	})
+	if err != nil {
+		return ClaimResult{}, err
+	}
+	var out ClaimResult
+	err = s.st.View(func(tx *store.Tx) error {
+		b, err := tx.Get(key(pfxClaim, id.bytes()))
+		if err != nil {
+			return err
+		}
+		var cl claimRec
+		if err := json.Unmarshal(b, &cl); err != nil {
+			return err
+		}
+		out.Claim = s.claimOut(&cl)
+		return nil
+	})
+	return out, err
+}

@@ -1,0 +1,145 @@
+package parley
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// Feature is a request for a new tool.
+type Feature struct {
+	ID        uint64    `json:"id"`
+	Title     string    `json:"title"`
+	Body      string    `json:"body"`
+	Status    string    `json:"status" jsonschema:"open, accepted, planned, done or rejected"`
+	Requester string    `json:"requester"`
+	Extension string    `json:"extension,omitempty"`
+	Note      string    `json:"note,omitempty"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// FeatureStatuses are the states of a feature request.
+var FeatureStatuses = []string{"open", "accepted", "planned", "done", "rejected"}
+
+func (s *Service) registerFeatures(reg *api.Registry) {
+	reg.Add(
+		api.Define("post_features", http.MethodPost, "/api/v1/features", "Request a new tool; the operator is notified at once.", api.NeedRight(protocol.RightRead), s.postFeature),
+		api.Define("get_features", http.MethodGet, "/api/v1/features", "Feature requests: your own, or all with the grant right.", api.NeedRight(protocol.RightRead), s.listFeatures),
+		api.Define("post_features_id_status", http.MethodPost, "/api/v1/features/{id}/status", "Decide a feature request (the human or grant).", api.NeedRight(protocol.RightGrant), s.featureStatus),
+	)
+}
+
+type postFeatureIn struct {
+	Title string         `json:"title" jsonschema:"1 to 120 characters"`
+	Body  string         `json:"body" jsonschema:"what the tool should do and why, 1 to 2000 characters"`
+	From  *protocol.From `json:"from,omitempty"`
+}
+
+// FeatureOut is one feature request.
+type FeatureOut struct {
+	Feature Feature `json:"feature"`
+}
+
+func featureKey(id uint64) []byte { return key(pfxFeat, u64(id)) }
+
+func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn) (FeatureOut, error) {
+	title, body := strings.TrimSpace(in.Title), strings.TrimSpace(in.Body)
+	switch n := protocol.CodePoints(title); {
+	case n == 0 || n > 120:
+		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "title: 1 to 120 characters.").With("field", "title").With("rule", "max_length")
+	}
+	if n := protocol.CodePoints(body); n == 0 || n > 2000 {
+		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "body: 1 to 2000 characters.").With("field", "body").With("rule", "max_length")
+	}
+	f := Feature{Title: title, Body: body, Status: "open", Requester: c.Principal.Identity.String()}
+	if in.From != nil && in.From.Extension != "" {
+		if ref := protocol.CheckExtension(in.From.Extension, s.cfg.Limits.Extension); ref != nil {
+			return FeatureOut{}, ref
+		}
+		f.Extension = in.From.Extension
+	}
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		id, err := tx.NextID("feature")
+		if err != nil {
+			return nil, err
+		}
+		f.ID = id
+		f.CreatedAt = time.Now().UTC()
+		f.UpdatedAt = f.CreatedAt
+		return nil, putJSON(tx, featureKey(id), &f)
+	})
+	if err != nil {
+		return FeatureOut{}, err
+	}
+	s.log.Warn("feature requested", "id", f.ID, "title", f.Title, "by", f.Requester)
+	s.cfg.OnFeature(f)
+	return FeatureOut{Feature: f}, nil
+}
+
+type listFeaturesIn struct {
+	Status string `json:"status,omitempty" jsonschema:"only requests in this status"`
+}
+
+// FeaturesOut lists feature requests.
+type FeaturesOut struct {
+	Features []Feature `json:"features"`
+}
+
+func (s *Service) listFeatures(ctx context.Context, c *api.Call, in listFeaturesIn) (FeaturesOut, error) {
+	all := c.Principal.Rights.Has(protocol.RightGrant)
+	me := c.Principal.Identity.String()
+	out := FeaturesOut{Features: []Feature{}}
+	err := s.st.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxFeat, false, func(_, v []byte) error {
+			var f Feature
+			if err := json.Unmarshal(v, &f); err != nil {
+				return err
+			}
+			if (all || f.Requester == me) && (in.Status == "" || f.Status == in.Status) {
+				out.Features = append(out.Features, f)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+type featureStatusIn struct {
+	ID     uint64 `json:"id"`
+	Status string `json:"status" jsonschema:"open, accepted, planned, done or rejected"`
+	Note   string `json:"note,omitempty" jsonschema:"at most 500 characters"`
+}
+
+func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStatusIn) (FeatureOut, error) {
+	valid := false
+	for _, st := range FeatureStatuses {
+		valid = valid || st == in.Status
+	}
+	if !valid {
+		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "status: one of open, accepted, planned, done, rejected.").With("field", "status").With("rule", "enum")
+	}
+	if protocol.CodePoints(in.Note) > 500 {
+		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
+	}
+	var f Feature
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		ok, err := getJSON(tx, featureKey(in.ID), &f)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, protocol.Refusef(protocol.ReasonNotFound, "No feature request %d; see get_features.", in.ID)
+		}
+		f.Status, f.Note, f.DecidedBy, f.UpdatedAt = in.Status, in.Note, c.Principal.Identity.String(), time.Now().UTC()
+		return nil, putJSON(tx, featureKey(in.ID), &f)
+	})
+	return FeatureOut{Feature: f}, err
+}

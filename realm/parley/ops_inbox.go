@@ -1,0 +1,127 @@
+package parley
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+func (s *Service) registerInbox(reg *api.Registry) {
+	reg.Add(
+		api.Define("get_inbox", http.MethodGet, "/api/v1/inbox", "Threads awaiting my reply; since (a cursor) and extension supported.", api.NeedRight(protocol.RightRead), s.inbox),
+		api.Define("post_inbox_ack", http.MethodPost, "/api/v1/inbox/ack", "Remember the inbox cursor: later get_inbox calls start after it.", api.NeedRight(protocol.RightRead), s.ack),
+	)
+}
+
+type inboxIn struct {
+	Since     string `json:"since,omitempty" jsonschema:"a cursor from an earlier answer (or an RFC 3339 time); default: the acknowledged cursor"`
+	Extension string `json:"extension,omitempty" jsonschema:"the sub-line asking; its own messages do not await it"`
+	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
+}
+
+// InboxOut lists the threads awaiting the caller's reply, oldest first.
+type InboxOut struct {
+	Identity  string      `json:"identity"`
+	Extension string      `json:"extension,omitempty"`
+	Since     uint64      `json:"since" jsonschema:"the cursor this answer starts after"`
+	Cursor    uint64      `json:"cursor" jsonschema:"pass as since, or acknowledge with post_inbox_ack"`
+	Threads   []ThreadOut `json:"threads"`
+}
+
+func inboxKey(identity, ext string) []byte {
+	return key(pfxInbox, []byte(identity), []byte{0}, []byte(ext))
+}
+
+func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut, error) {
+	me := c.Principal.Identity.String()
+	out := InboxOut{Identity: me, Extension: in.Extension, Threads: []ThreadOut{}}
+	var sinceTime time.Time
+	err := s.st.View(func(tx *store.Tx) error {
+		switch {
+		case in.Since == "":
+			b, err := tx.Get(inboxKey(me, in.Extension))
+			if err == nil && len(b) == 8 {
+				out.Since = binary.BigEndian.Uint64(b)
+			} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		default:
+			if n, err := strconv.ParseUint(in.Since, 10, 64); err == nil {
+				out.Since = n
+			} else if t, err := time.Parse(time.RFC3339, in.Since); err == nil {
+				sinceTime = t
+			} else {
+				return protocol.Refusef(protocol.ReasonInvalidBody, "since: a cursor (a number) or an RFC 3339 time.").With("field", "since").With("rule", "format")
+			}
+		}
+		var ts []*threadRec
+		err := tx.Iterate(key(pfxPart, []byte(me), []byte{0}), false, func(k, _ []byte) error {
+			var t threadRec
+			ok, err := getJSON(tx, key(pfxThread, k[len(pfxPart)+len(me)+1:]), &t)
+			if err != nil || !ok {
+				return err
+			}
+			if awaits(&t, me, in.Extension) && t.Last.Sequence > out.Since && t.Last.At.After(sinceTime) {
+				ts = append(ts, &t)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Last.Sequence < ts[j].Last.Sequence })
+		out.Cursor = out.Since
+		for i, t := range ts {
+			if i == clampLimit(in.Limit) {
+				break
+			}
+			out.Threads = append(out.Threads, s.threadOut(t))
+			out.Cursor = t.Last.Sequence
+		}
+		return nil
+	})
+	return out, err
+}
+
+// awaits reports whether a thread awaits a reply from identity (and, when
+// given, its extension): the last act expects a reply, the thread is not
+// locked or set aside, and the last message is not the caller's own.
+func awaits(t *threadRec, identity, ext string) bool {
+	if !t.Awaiting || t.State.Locked() || protocol.IsSide(t.State.State) {
+		return false
+	}
+	if t.Last.Identity != identity {
+		return true
+	}
+	return ext != "" && t.Last.Extension != ext
+}
+
+type ackIn struct {
+	Cursor    *uint64 `json:"cursor,omitempty" jsonschema:"the cursor to remember; default: everything up to now"`
+	Extension string  `json:"extension,omitempty"`
+}
+
+// AckOut is the remembered cursor.
+type AckOut struct {
+	Cursor uint64 `json:"cursor"`
+}
+
+func (s *Service) ack(ctx context.Context, c *api.Call, in ackIn) (AckOut, error) {
+	cursor := s.st.Sequence()
+	if in.Cursor != nil {
+		cursor = *in.Cursor
+	}
+	me := c.Principal.Identity.String()
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		return nil, tx.Set(inboxKey(me, in.Extension), u64(cursor))
+	})
+	return AckOut{Cursor: cursor}, err
+}

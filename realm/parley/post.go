@@ -1,0 +1,235 @@
+package parley
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// PostOut is what posting answers: the message and its thread after it.
+type PostOut struct {
+	Message MessageOut `json:"message"`
+	Thread  ThreadOut  `json:"thread"`
+}
+
+// post appends an envelope: into the thread it names, or, when it names
+// none, as the opening of a new thread on board.
+func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.KeyRef, env *protocol.Envelope) (PostOut, error) {
+	if ref := env.Validate(s.cfg.Limits); ref != nil {
+		return PostOut{}, ref
+	}
+	img, err := s.prepareImage(env.Image)
+	if err != nil {
+		return PostOut{}, err
+	}
+	ext := ""
+	if env.From != nil {
+		ext = env.From.Extension
+	}
+	var mid, tid rid
+	_, err = s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		d := messageData{Kind: string(env.Kind), Body: env.Body, Extension: ext, AuthorKind: authorKind(p),
+			RelatesTo: env.RelatesTo, Evidence: env.Evidence}
+		if env.Provenance != nil {
+			d.Provenance = normalizeJSON(env.Provenance).(map[string]any)
+		}
+		var t *threadRec
+		typ := evMessagePosted
+		if env.Thread == "" {
+			bid, ok, err := boardRef(tx, board)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, protocol.Refusef(protocol.ReasonBoardNotFound, "No board %q; see get_boards.", board)
+			}
+			n, err := tx.NextID("thread")
+			if err != nil {
+				return nil, err
+			}
+			tid = rid{s.realm, n}
+			born := protocol.NewThread()
+			t = &threadRec{Realm: s.realm, N: n, Board: bid, Creator: p.Identity.String(), State: born}
+			d.Board = bid
+			typ = evThreadOpened
+		} else {
+			id, ok, err := s.lookupRef(tx, protocol.KeyThread, env.Thread)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, protocol.Refusef(protocol.ReasonThreadNotFound, "No thread %q; see get_threads.", env.Thread)
+			}
+			tid = id
+			t = new(threadRec)
+			if _, err := getJSON(tx, key(pfxThread, id.bytes()), t); err != nil {
+				return nil, err
+			}
+			if board != "" {
+				if bid, ok, err := boardRef(tx, board); err != nil || !ok || bid != t.Board {
+					if err != nil {
+						return nil, err
+					}
+					return nil, protocol.Refusef(protocol.ReasonThreadNotFound, "Thread %q is not on board %q.", env.Thread, board)
+				}
+			}
+			if t.Realm != s.realm {
+				return nil, protocol.Refusef(protocol.ReasonForbidden, "Thread %q belongs to realm %s; replies across realms need federation, which this node does not run yet.", env.Thread, t.Realm)
+			}
+			if t.State.Locked() {
+				return nil, protocol.Refuse(protocol.ReasonThreadClosed)
+			}
+			if t.NoLLM && !p.Human {
+				return nil, protocol.Refuse(protocol.ReasonLLMReplyForbidden)
+			}
+		}
+		if env.Parent != "" {
+			if env.Thread == "" {
+				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "A new thread has no message to answer yet.").With("field", "parent")
+			}
+			pid, ok, err := s.lookupRef(tx, protocol.KeyMessage, env.Parent)
+			if err != nil {
+				return nil, err
+			}
+			var pm messageRec
+			if ok {
+				if _, err := getJSON(tx, key(pfxMessage, pid.bytes()), &pm); err != nil {
+					return nil, err
+				}
+			}
+			if !ok || pm.Thread != tid {
+				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "Message %q is not in this thread.", env.Parent).With("field", "parent")
+			}
+			if pm.Identity == p.Identity.String() && pm.Extension == ext {
+				return nil, protocol.Refusef(protocol.ReasonSelfReply, "%s (extension %q) cannot reply to its own message; use another extension.", pm.Identity, ext)
+			}
+			d.Parent = s.keyString(protocol.KeyMessage, pid)
+		}
+		for i, r := range env.RelatesTo {
+			ref, _ := protocol.ParseRef(r)
+			if ref.CID != "" || (ref.Key.Realm != "" && ref.Key.Realm != s.realm) {
+				continue // resolves wherever the target is held
+			}
+			kr := protocol.KeyRef(ref.Key.Local())
+			if _, ok, err := s.lookupRef(tx, ref.Key.Kind, kr); err != nil {
+				return nil, err
+			} else if !ok {
+				return nil, protocol.Refusef(protocol.ReasonInvalidBody, "relates_to[%d]: no record %q here.", i, r).With("field", "relates_to").With("rule", "not_found")
+			}
+		}
+		for _, r := range env.Refutes {
+			cid, ok, err := s.lookupRef(tx, protocol.KeyClaim, protocol.KeyRef(r))
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, protocol.Refusef(protocol.ReasonClaimNotFound, "No claim %q; see get_threads_id_claims.", r).With("field", "refutes")
+			}
+			var c claimRec
+			if _, err := getJSON(tx, key(pfxClaim, cid.bytes()), &c); err != nil {
+				return nil, err
+			}
+			if _, ref := protocol.ClaimRefute(c.State); ref != nil {
+				return nil, ref
+			}
+			d.Refutes = append(d.Refutes, s.keyString(protocol.KeyClaim, cid))
+		}
+		if t.NoLLM && !p.Human {
+			return nil, protocol.Refuse(protocol.ReasonLLMReplyForbidden)
+		}
+		change, ref := protocol.ActChange(t.State, env.Kind, standing(p, t))
+		if ref != nil {
+			return nil, ref
+		}
+		d.Change = change
+		for _, c := range env.Claims {
+			n, err := tx.NextID("claim")
+			if err != nil {
+				return nil, err
+			}
+			d.Claims = append(d.Claims, claimData{N: n, Statement: c.Statement, Evidence: c.Evidence})
+		}
+		if img != nil {
+			if err := s.storeImage(tx, img); err != nil {
+				return nil, err
+			}
+			d.Image = &img.data
+		}
+		n, err := tx.NextID("msg")
+		if err != nil {
+			return nil, err
+		}
+		d.N = n
+		mid = rid{s.realm, n}
+		d.Thread = s.keyString(protocol.KeyThread, tid)
+		if ext != "" {
+			if err := rememberExtension(tx, p.Identity.String(), ext); err != nil {
+				return nil, err
+			}
+		}
+		return draft(typ, p, d)
+	})
+	if err != nil {
+		return PostOut{}, err
+	}
+	return s.postOut(mid, tid)
+}
+
+func (s *Service) postOut(mid, tid rid) (PostOut, error) {
+	var out PostOut
+	err := s.st.View(func(tx *store.Tx) error {
+		var m messageRec
+		var t threadRec
+		if _, err := getJSON(tx, key(pfxMessage, mid.bytes()), &m); err != nil {
+			return err
+		}
+		if _, err := getJSON(tx, key(pfxThread, tid.bytes()), &t); err != nil {
+			return err
+		}
+		out = PostOut{Message: s.messageOut(&m), Thread: s.threadOut(&t)}
+		return nil
+	})
+	return out, err
+}
+
+// maxExtensions is how many extensions a line's memory keeps.
+const maxExtensions = 16
+
+// rememberExtension keeps the extensions a line used, newest first.
+func rememberExtension(tx *store.Tx, identity, ext string) error {
+	k := key(pfxExt, []byte(identity))
+	var list []string
+	b, err := tx.Get(k)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if err == nil {
+		if err := json.Unmarshal(b, &list); err != nil {
+			return err
+		}
+	}
+	if len(list) > 0 && list[0] == ext {
+		return nil
+	}
+	out := []string{ext}
+	for _, e := range list {
+		if e != ext && len(out) < maxExtensions {
+			out = append(out, e)
+		}
+	}
+	return putJSON(tx, k, out)
+}
+
+// Extensions returns the extensions an identity used, newest first.
+func (s *Service) Extensions(identity string) ([]string, error) {
+	var list []string
+	err := s.st.View(func(tx *store.Tx) error {
+		_, err := getJSON(tx, key(pfxExt, []byte(identity)), &list)
+		return err
+	})
+	return nonNil(list), err
+}

@@ -1,0 +1,400 @@
+package parley
+
+import (
+	"fmt"
+	"time"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// projector keeps the Parley records in step with the event log.
+type projector struct{}
+
+var _ store.Projector = projector{}
+
+func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
+
+// Apply folds one event into the records. It enforces that authority stays
+// home: a thread's state, pins and moderation change only by events of the
+// thread's realm, and a claim is sealed only by its own realm.
+func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+	ev := se.Event
+	p := &apply{tx: tx, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: se.CID.String()}
+	switch ev.Type {
+	case evBoardCreated:
+		var d boardData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.board(d)
+	case evThreadOpened, evMessagePosted:
+		var d messageData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.message(d, ev.Type == evThreadOpened)
+	case evThreadState:
+		var d stateData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.state(d)
+	case evThreadPinned:
+		var d pinData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.homeThread(d.Thread, func(t *threadRec) { t.Pinned = d.Pinned })
+	case evThreadModerat:
+		var d moderateData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.homeThread(d.Thread, func(t *threadRec) { t.NoLLM = d.LLMReplyForbidden })
+	case evClaimAttested:
+		var d attestData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.attest(d)
+	case evClaimSealed:
+		var d sealData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.seal(d)
+	}
+	return nil // other families' events
+}
+
+// apply carries one event through the projector.
+type apply struct {
+	tx    *store.Tx
+	se    *store.StoredEvent
+	realm protocol.Realm
+	at    time.Time
+	cid   string
+}
+
+func (p *apply) author() string { return p.se.Event.Author }
+
+// resolve turns a key written by the event's realm into a record id: a
+// bare key names the author's realm.
+func (p *apply) resolve(kind protocol.KeyKind, s string) (rid, error) {
+	k, err := protocol.ParseKey(kind, s)
+	if err != nil {
+		return rid{}, err
+	}
+	if k.Realm == "" {
+		k.Realm = p.realm
+	}
+	return rid{k.Realm, k.N}, nil
+}
+
+func (p *apply) board(d boardData) error {
+	b := Board{ID: d.ID, Slug: d.Slug, Name: d.Name, Description: d.Description, Realm: string(p.realm), CID: p.cid, Creator: p.author(), CreatedAt: p.at}
+	if err := putJSON(p.tx, key(pfxBoard, u64(d.ID)), &b); err != nil {
+		return err
+	}
+	return p.tx.Set(key(pfxSlug, []byte(d.Slug)), u64(d.ID))
+}
+
+func (p *apply) loadThread(id rid) (*threadRec, error) {
+	var t threadRec
+	ok, err := getJSON(p.tx, key(pfxThread, id.bytes()), &t)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("parley: thread %s:th_%d not held", id.Realm, id.N)
+	}
+	return &t, nil
+}
+
+// saveThread stores t and moves the board's counters by what changed since
+// old (nil for a new thread).
+func (p *apply) saveThread(t *threadRec, old *threadRec) error {
+	var b Board
+	ok, err := getJSON(p.tx, key(pfxBoard, u64(t.Board)), &b)
+	if err != nil {
+		return err
+	}
+	if ok {
+		if old == nil {
+			b.Threads++
+		}
+		b.Waiting += boolDelta(old != nil && old.Awaiting, t.Awaiting)
+		b.Open += boolDelta(old != nil && isOpen(old.State.State), isOpen(t.State.State))
+		b.Messages += t.Messages - oldMessages(old)
+		if err := putJSON(p.tx, key(pfxBoard, u64(t.Board)), &b); err != nil {
+			return err
+		}
+	}
+	return putJSON(p.tx, key(pfxThread, t.id().bytes()), t)
+}
+
+func oldMessages(t *threadRec) int {
+	if t == nil {
+		return 0
+	}
+	return t.Messages
+}
+
+func boolDelta(was, is bool) int {
+	switch {
+	case was && !is:
+		return -1
+	case !was && is:
+		return 1
+	}
+	return 0
+}
+
+func isOpen(s protocol.State) bool {
+	return s == protocol.StateOpen || s == protocol.StateAnswered || s == protocol.StateDecided
+}
+
+func (p *apply) message(d messageData, opened bool) error {
+	tid, err := p.resolve(protocol.KeyThread, d.Thread)
+	if err != nil {
+		return err
+	}
+	var t, old *threadRec
+	if opened {
+		if tid.Realm != p.realm {
+			return fmt.Errorf("parley: realm %s cannot open a thread of %s", p.realm, tid.Realm)
+		}
+		born := protocol.NewThread()
+		t = &threadRec{Realm: tid.Realm, N: tid.N, CID: p.cid, Board: d.Board, Title: title(d.Body), Creator: p.author(),
+			CreatedAt: p.at, State: born, Settled: born, StateAt: p.at}
+		if err := p.tx.Set(key(pfxBoardTh, u64(d.Board), tid.bytes()), nil); err != nil {
+			return err
+		}
+	} else {
+		if t, err = p.loadThread(tid); err != nil {
+			return err
+		}
+		o := *t
+		old = &o
+	}
+	mid := rid{p.realm, d.N}
+	m := messageRec{Realm: p.realm, N: d.N, CID: p.cid, Thread: tid, Kind: protocol.Act(d.Kind), Body: d.Body, Identity: p.author(),
+		Extension: d.Extension, AuthorKind: d.AuthorKind, Provenance: d.Provenance, RelatesTo: d.RelatesTo, Evidence: d.Evidence,
+		Image: d.Image, Awaiting: protocol.AwaitsReply(protocol.Act(d.Kind)), CreatedAt: p.at, Sequence: p.se.Sequence}
+	if d.Parent != "" {
+		pid, err := p.resolve(protocol.KeyMessage, d.Parent)
+		if err != nil {
+			return err
+		}
+		m.Parent = &pid
+	}
+	for i, c := range d.Claims {
+		cid := rid{p.realm, c.N}
+		m.Claims = append(m.Claims, cid)
+		cl := claimRec{Realm: p.realm, N: c.N, CID: p.cid, Thread: tid, Message: mid, Statement: c.Statement, Evidence: c.Evidence,
+			State: protocol.ClaimUnverified, Author: p.author(), Attestations: []attestation{}, CreatedAt: p.at, UpdatedAt: p.at}
+		if err := putJSON(p.tx, key(pfxClaim, cid.bytes()), &cl); err != nil {
+			return err
+		}
+		if err := p.tx.Set(key(pfxThreadCl, tid.bytes(), u64(p.se.Sequence), u64(uint64(i))), cid.bytes()); err != nil {
+			return err
+		}
+	}
+	for _, r := range d.Refutes {
+		cid, err := p.resolve(protocol.KeyClaim, r)
+		if err != nil {
+			return err
+		}
+		m.Refutes = append(m.Refutes, cid)
+		if err := p.updateClaim(cid, func(c *claimRec) {
+			if next, ref := protocol.ClaimRefute(c.State); ref == nil {
+				c.State = next
+				c.RefutedBy = append(c.RefutedBy, mid)
+			}
+		}); err != nil {
+			return err
+		}
+	}
+	if m.Kind == protocol.ActRefine && len(m.Claims) > 0 {
+		// A refine that names its author's own earlier claim supersedes it.
+		for _, r := range d.RelatesTo {
+			ref, err := protocol.ParseRef(r)
+			if err != nil || ref.Key.Kind != protocol.KeyClaim {
+				continue
+			}
+			k := ref.Key
+			if k.Realm == "" {
+				k.Realm = p.realm
+			}
+			newest := m.Claims[0]
+			if err := p.updateClaim(rid{k.Realm, k.N}, func(c *claimRec) {
+				if c.Author == p.author() && c.State != protocol.ClaimSuperseded {
+					c.State = protocol.ClaimSuperseded
+					c.SupersededBy = &newest
+				}
+			}); err != nil && !isMissing(err) {
+				return err
+			}
+		}
+	}
+	if err := putJSON(p.tx, key(pfxMessage, mid.bytes()), &m); err != nil {
+		return err
+	}
+	if err := p.tx.Set(key(pfxThreadMs, tid.bytes(), u64(p.se.Sequence)), mid.bytes()); err != nil {
+		return err
+	}
+	if err := p.tx.Set(key(pfxPart, []byte(p.author()), []byte{0}, tid.bytes()), nil); err != nil {
+		return err
+	}
+	ref := cidRef{Kind: protocol.KeyMessage, ID: mid}
+	if opened {
+		ref = cidRef{Kind: protocol.KeyThread, ID: tid}
+	}
+	if err := putJSON(p.tx, key(pfxCID, p.se.CID.Bytes()), &ref); err != nil {
+		return err
+	}
+
+	t.Messages++
+	t.Claims += len(d.Claims)
+	t.Awaiting = m.Awaiting
+	t.UpdatedAt = p.at
+	t.Last = lastMessage{N: d.N, Realm: p.realm, Kind: m.Kind, Identity: p.author(), Extension: d.Extension, At: p.at, Sequence: p.se.Sequence}
+	if d.Change != nil && tid.Realm == p.realm {
+		if err := p.change(t, *d.Change, "act", "", &mid); err != nil {
+			return err
+		}
+	}
+	return p.saveThread(t, old)
+}
+
+// change applies a state change to t and records it in the history.
+func (p *apply) change(t *threadRec, c protocol.Change, via, note string, msg *rid) error {
+	h := historyRec{From: t.State.State, To: c.To, Origin: c.Origin, Confirmed: c.Confirmed, Via: via, By: p.author(),
+		Message: msg, Note: note, At: p.at, CID: p.cid, Sequence: p.se.Sequence}
+	t.State = t.State.Apply(c)
+	if via != "confirm" { // a confirmation keeps who set the state
+		t.StateBy = p.author()
+		t.StateAt = p.at
+	}
+	if c.Confirmed {
+		t.Settled = t.State
+		at := p.at
+		t.ConfirmedAt = &at
+		t.ConfirmedBy = p.author()
+	} else {
+		t.ConfirmedAt = nil
+		t.ConfirmedBy = ""
+	}
+	t.UpdatedAt = p.at
+	return putJSON(p.tx, key(pfxHistory, t.id().bytes(), u64(p.se.Sequence)), &h)
+}
+
+func (p *apply) state(d stateData) error {
+	tid, err := p.resolve(protocol.KeyThread, d.Thread)
+	if err != nil {
+		return err
+	}
+	if tid.Realm != p.realm {
+		return fmt.Errorf("parley: realm %s cannot change the state of a thread of %s", p.realm, tid.Realm)
+	}
+	t, err := p.loadThread(tid)
+	if err != nil {
+		return err
+	}
+	old := *t
+	if err := p.change(t, d.Change, d.Via, d.Note, nil); err != nil {
+		return err
+	}
+	return p.saveThread(t, &old)
+}
+
+// homeThread changes a thread only its own realm may change.
+func (p *apply) homeThread(thread string, f func(*threadRec)) error {
+	tid, err := p.resolve(protocol.KeyThread, thread)
+	if err != nil {
+		return err
+	}
+	if tid.Realm != p.realm {
+		return fmt.Errorf("parley: realm %s cannot moderate a thread of %s", p.realm, tid.Realm)
+	}
+	t, err := p.loadThread(tid)
+	if err != nil {
+		return err
+	}
+	old := *t
+	f(t)
+	t.UpdatedAt = p.at
+	return p.saveThread(t, &old)
+}
+
+type missingError struct{ what string }
+
+func (e missingError) Error() string { return "parley: " + e.what + " not held" }
+
+func isMissing(err error) bool { _, ok := err.(missingError); return ok }
+
+func (p *apply) updateClaim(id rid, f func(*claimRec)) error {
+	var c claimRec
+	ok, err := getJSON(p.tx, key(pfxClaim, id.bytes()), &c)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}
+	}
+	f(&c)
+	c.UpdatedAt = p.at
+	return putJSON(p.tx, key(pfxClaim, id.bytes()), &c)
+}
+
+func (p *apply) attest(d attestData) error {
+	id, err := p.resolve(protocol.KeyClaim, d.Claim)
+	if err != nil {
+		return err
+	}
+	return p.updateClaim(id, func(c *claimRec) {
+		next, ref := protocol.ClaimAttest(c.State, d.Verdict, c.Author == p.author(), len(d.Evidence) > 0)
+		if ref != nil {
+			return // refused at home; a replica drops it the same way
+		}
+		c.State = next
+		c.Attestations = append(c.Attestations, attestation{Verdict: d.Verdict, By: p.author(), Extension: d.Extension,
+			Evidence: d.Evidence, Note: d.Note, At: p.at, CID: p.cid})
+	})
+}
+
+func (p *apply) seal(d sealData) error {
+	id, err := p.resolve(protocol.KeyClaim, d.Claim)
+	if err != nil {
+		return err
+	}
+	if id.Realm != p.realm {
+		return fmt.Errorf("parley: realm %s cannot seal a claim of %s", p.realm, id.Realm)
+	}
+	return p.updateClaim(id, func(c *claimRec) {
+		if next, ref := protocol.ClaimSeal(c.State); ref == nil {
+			c.State = next
+			at := p.at
+			c.SealedAt = &at
+			c.SealedBy = p.author()
+		}
+	})
+}
+
+// title is a thread's name in listings: the opening body's first line, cut
+// at 120 code points.
+func title(body string) string {
+	line := body
+	for i, r := range body {
+		if r == '\n' {
+			line = body[:i]
+			break
+		}
+	}
+	rs := []rune(line)
+	if len(rs) > 120 {
+		return string(rs[:119]) + "…"
+	}
+	return line
+}

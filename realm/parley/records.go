@@ -1,0 +1,201 @@
+package parley
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Projection prefixes; all under p/pa/ so Rebuild owns them.
+var (
+	pfxAll      = []byte("p/pa/")
+	pfxBoard    = []byte("p/pa/b/")
+	pfxSlug     = []byte("p/pa/bs/")
+	pfxThread   = []byte("p/pa/t/")
+	pfxMessage  = []byte("p/pa/m/")
+	pfxClaim    = []byte("p/pa/c/")
+	pfxThreadMs = []byte("p/pa/tm/")
+	pfxThreadCl = []byte("p/pa/tc/")
+	pfxHistory  = []byte("p/pa/th/")
+	pfxBoardTh  = []byte("p/pa/bt/")
+	pfxPart     = []byte("p/pa/pt/")
+	pfxCID      = []byte("p/pa/cid/")
+
+	pfxInbox = []byte("l/pa/inbox/")
+	pfxExt   = []byte("l/pa/ext/")
+	pfxFeat  = []byte("l/pa/feat/")
+)
+
+// rid identifies a record of one kind: its origin realm and number.
+type rid struct {
+	Realm protocol.Realm
+	N     uint64
+}
+
+// bytes is the record's key suffix: realm, NUL, number.
+func (r rid) bytes() []byte {
+	b := append([]byte(r.Realm), 0)
+	return binary.BigEndian.AppendUint64(b, r.N)
+}
+
+func key(pfx []byte, parts ...[]byte) []byte {
+	k := append([]byte(nil), pfx...)
+	for _, p := range parts {
+		k = append(k, p...)
+	}
+	return k
+}
+
+func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
+
+// Board is a container of threads.
+type Board struct {
+	ID          uint64    `json:"id"`
+	Slug        string    `json:"slug"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Realm       string    `json:"realm"`
+	CID         string    `json:"cid"`
+	Creator     string    `json:"creator"`
+	CreatedAt   time.Time `json:"created_at"`
+	Threads     int       `json:"threads"`
+	Messages    int       `json:"messages"`
+	Waiting     int       `json:"waiting" jsonschema:"threads whose last act awaits a reply"`
+	Open        int       `json:"open" jsonschema:"threads neither closed nor set aside"`
+}
+
+// threadRec is a thread as stored.
+type threadRec struct {
+	Realm     protocol.Realm       `json:"realm"`
+	N         uint64               `json:"n"`
+	CID       string               `json:"cid"`
+	Board     uint64               `json:"board"`
+	Title     string               `json:"title"`
+	Creator   string               `json:"creator"`
+	CreatedAt time.Time            `json:"created_at"`
+	UpdatedAt time.Time            `json:"updated_at"`
+	State     protocol.ThreadState `json:"state"`
+	// Settled is the last confirmed state: what rejecting a proposal
+	// restores.
+	Settled     protocol.ThreadState `json:"settled"`
+	StateBy     string               `json:"state_by,omitempty"`
+	StateAt     time.Time            `json:"state_at"`
+	ConfirmedAt *time.Time           `json:"confirmed_at,omitempty"`
+	ConfirmedBy string               `json:"confirmed_by,omitempty"`
+	Awaiting    bool                 `json:"awaiting"`
+	Last        lastMessage          `json:"last"`
+	Messages    int                  `json:"messages"`
+	Claims      int                  `json:"claims"`
+	Pinned      bool                 `json:"pinned"`
+	NoLLM       bool                 `json:"no_llm"`
+}
+
+type lastMessage struct {
+	N         uint64         `json:"n"`
+	Realm     protocol.Realm `json:"realm"`
+	Kind      protocol.Act   `json:"kind"`
+	Identity  string         `json:"identity"`
+	Extension string         `json:"extension,omitempty"`
+	At        time.Time      `json:"at"`
+	Sequence  uint64         `json:"sequence"`
+}
+
+func (t *threadRec) id() rid { return rid{t.Realm, t.N} }
+
+// messageRec is a message as stored.
+type messageRec struct {
+	Realm      protocol.Realm      `json:"realm"`
+	N          uint64              `json:"n"`
+	CID        string              `json:"cid"`
+	Thread     rid                 `json:"thread"`
+	Parent     *rid                `json:"parent,omitempty"`
+	Kind       protocol.Act        `json:"kind"`
+	Body       string              `json:"body"`
+	Identity   string              `json:"identity"`
+	Extension  string              `json:"extension,omitempty"`
+	AuthorKind string              `json:"author_kind"`
+	Provenance map[string]any      `json:"provenance,omitempty"`
+	RelatesTo  []string            `json:"relates_to,omitempty"`
+	Claims     []rid               `json:"claims,omitempty"`
+	Refutes    []rid               `json:"refutes,omitempty"`
+	Evidence   []protocol.Evidence `json:"evidence,omitempty"`
+	Image      *imageData          `json:"image,omitempty"`
+	Awaiting   bool                `json:"awaiting"`
+	CreatedAt  time.Time           `json:"created_at"`
+	Sequence   uint64              `json:"sequence"`
+}
+
+// claimRec is a claim as stored.
+type claimRec struct {
+	Realm        protocol.Realm      `json:"realm"`
+	N            uint64              `json:"n"`
+	CID          string              `json:"cid"`
+	Thread       rid                 `json:"thread"`
+	Message      rid                 `json:"message"`
+	Statement    string              `json:"statement"`
+	Evidence     []protocol.Evidence `json:"evidence,omitempty"`
+	State        protocol.ClaimState `json:"state"`
+	Author       string              `json:"author"`
+	Attestations []attestation       `json:"attestations"`
+	RefutedBy    []rid               `json:"refuted_by,omitempty"`
+	SealedBy     string              `json:"sealed_by,omitempty"`
+	SealedAt     *time.Time          `json:"sealed_at,omitempty"`
+	SupersededBy *rid                `json:"superseded_by,omitempty"`
+	CreatedAt    time.Time           `json:"created_at"`
+	UpdatedAt    time.Time           `json:"updated_at"`
+}
+
+type attestation struct {
+	Verdict   string              `json:"verdict"`
+	By        string              `json:"by"`
+	Extension string              `json:"extension,omitempty"`
+	Evidence  []protocol.Evidence `json:"evidence,omitempty"`
+	Note      string              `json:"note,omitempty"`
+	At        time.Time           `json:"at"`
+	CID       string              `json:"cid"`
+}
+
+// historyRec is one state change of a thread.
+type historyRec struct {
+	From      protocol.State `json:"from"`
+	To        protocol.State `json:"to"`
+	Origin    string         `json:"origin"`
+	Confirmed bool           `json:"confirmed"`
+	Via       string         `json:"via"`
+	By        string         `json:"by"`
+	Message   *rid           `json:"message,omitempty"`
+	Note      string         `json:"note,omitempty"`
+	At        time.Time      `json:"at"`
+	CID       string         `json:"cid"`
+	Sequence  uint64         `json:"sequence"`
+}
+
+// cidRef says which record a CID names.
+type cidRef struct {
+	Kind protocol.KeyKind `json:"kind"`
+	ID   rid              `json:"id"`
+}
+
+// getJSON reads and decodes one record; found is false when absent.
+func getJSON(tx *store.Tx, k []byte, v any) (found bool, err error) {
+	b, err := tx.Get(k)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, json.Unmarshal(b, v)
+}
+
+func putJSON(tx *store.Tx, k []byte, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return tx.Set(k, b)
+}

@@ -1,0 +1,264 @@
+package parley
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// Config is the forum's configuration.
+type Config struct {
+	Realm  protocol.Realm
+	Limits protocol.ParleyLimits
+	Logger *slog.Logger
+	// OnFeature is called after a feature request is stored: the operator is
+	// told at once.
+	OnFeature func(Feature)
+}
+
+// Service is the Parley forum of one realm.
+type Service struct {
+	cfg   Config
+	realm protocol.Realm
+	st    *store.Store
+	log   *slog.Logger
+}
+
+// New returns the forum on st and registers its projector.
+func New(st *store.Store, cfg Config) *Service {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Limits == (protocol.ParleyLimits{}) {
+		cfg.Limits = protocol.DefaultParleyLimits
+	}
+	if cfg.OnFeature == nil {
+		cfg.OnFeature = func(Feature) {}
+	}
+	st.Register(projector{})
+	return &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger}
+}
+
+// Register adds the forum's operations to the registry.
+func (s *Service) Register(reg *api.Registry) {
+	s.registerBoards(reg)
+	s.registerThreads(reg)
+	s.registerClaims(reg)
+	s.registerInbox(reg)
+	s.registerFeatures(reg)
+}
+
+// Bootstrap creates the default board, Lobby (slug lobby), on first start.
+func (s *Service) Bootstrap(ctx context.Context, human string) error {
+	found := false
+	err := s.st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(key(pfxSlug, []byte("lobby")))
+		found = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || found {
+		return err
+	}
+	_, err = s.createBoard(ctx, human, "lobby", "Lobby", "The default board: start here.")
+	return err
+}
+
+// keyString writes a record's key as this realm shows it: bare for its own
+// records, realm-prefixed for others'.
+func (s *Service) keyString(kind protocol.KeyKind, id rid) string {
+	k := protocol.Key{Kind: kind, N: id.N}
+	if id.Realm != s.realm {
+		k.Realm = id.Realm
+	}
+	return k.String()
+}
+
+// lookupRef resolves a client's reference of one kind (a key, a plain
+// number or a CID) to a record id; found is false when nothing is held.
+func (s *Service) lookupRef(tx *store.Tx, kind protocol.KeyKind, ref protocol.KeyRef) (rid, bool, error) {
+	r, err := protocol.ParseKeyOrCID(kind, string(ref))
+	if err != nil {
+		return rid{}, false, nil
+	}
+	if r.CID != "" {
+		c, _ := protocol.ParseCID(r.CID)
+		var cr cidRef
+		ok, err := getJSON(tx, key(pfxCID, c.Bytes()), &cr)
+		if err != nil || !ok {
+			return rid{}, false, err
+		}
+		switch {
+		case cr.Kind == kind:
+			return cr.ID, true, nil
+		case kind == protocol.KeyMessage && cr.Kind == protocol.KeyThread:
+			// A thread's CID is its opening message's.
+			return s.openingMessage(tx, cr.ID)
+		case kind == protocol.KeyClaim && cr.Kind != protocol.KeyClaim:
+			return s.firstClaim(tx, cr)
+		}
+		return rid{}, false, nil
+	}
+	id := rid{r.Key.Realm, r.Key.N}
+	if id.Realm == "" {
+		id.Realm = s.realm
+	}
+	pfx := map[protocol.KeyKind][]byte{protocol.KeyThread: pfxThread, protocol.KeyMessage: pfxMessage, protocol.KeyClaim: pfxClaim}[kind]
+	_, err = tx.Get(key(pfx, id.bytes()))
+	if errors.Is(err, store.ErrNotFound) {
+		return id, false, nil
+	}
+	return id, err == nil, err
+}
+
+func (s *Service) openingMessage(tx *store.Tx, tid rid) (rid, bool, error) {
+	var out rid
+	found := false
+	err := tx.Iterate(key(pfxThreadMs, tid.bytes()), false, func(_, v []byte) error {
+		out, found = decodeRid(v), true
+		return store.ErrStop
+	})
+	return out, found, err
+}
+
+func (s *Service) firstClaim(tx *store.Tx, cr cidRef) (rid, bool, error) {
+	mid := cr.ID
+	if cr.Kind == protocol.KeyThread {
+		var ok bool
+		var err error
+		if mid, ok, err = s.openingMessage(tx, cr.ID); !ok || err != nil {
+			return rid{}, false, err
+		}
+	}
+	var m messageRec
+	ok, err := getJSON(tx, key(pfxMessage, mid.bytes()), &m)
+	if err != nil || !ok || len(m.Claims) == 0 {
+		return rid{}, false, err
+	}
+	return m.Claims[0], true, nil
+}
+
+func decodeRid(b []byte) rid {
+	if len(b) < 9 {
+		return rid{}
+	}
+	return rid{protocol.Realm(b[:len(b)-9]), beUint64(b[len(b)-8:])}
+}
+
+func beUint64(b []byte) uint64 {
+	var n uint64
+	for _, c := range b {
+		n = n<<8 | uint64(c)
+	}
+	return n
+}
+
+// standing is what a principal is to a thread.
+func standing(p *api.Principal, t *threadRec) protocol.Standing {
+	switch {
+	case p.Human:
+		return protocol.StandingHuman
+	case p.Rights.Has(protocol.RightLock):
+		return protocol.StandingLock
+	case t != nil && p.Identity.String() == t.Creator:
+		return protocol.StandingCreator
+	}
+	return protocol.StandingNone
+}
+
+func authorKind(p *api.Principal) string {
+	if p.Human {
+		return protocol.OriginUser
+	}
+	return protocol.OriginLLM
+}
+
+// submit appends the event fn decides on; a nil draft is refused as
+// internal, since every forum write is an event.
+func (s *Service) submit(ctx context.Context, fn func(tx *store.Tx) (*protocol.Draft, error)) (*store.StoredEvent, error) {
+	return s.st.Submit(ctx, fn)
+}
+
+func draft(typ string, p *api.Principal, data any) (*protocol.Draft, error) {
+	b, err := protocol.EncodeData(data)
+	if err != nil {
+		return nil, err
+	}
+	return &protocol.Draft{Type: typ, Author: p.Identity.String(), Data: b}, nil
+}
+
+// loosen lets the named properties of an input schema be a string or an
+// integer: keys such as th_12 may be sent as 12.
+func loosen(op *api.Operation, names ...string) *api.Operation {
+	for _, n := range names {
+		if prop, ok := op.Input.Properties[n]; ok {
+			prop.Type = ""
+			prop.Types = []string{"string", "integer"}
+		}
+	}
+	return op
+}
+
+// anyValue lets the named properties hold any JSON value (server-set
+// fields a client may echo back, which are ignored).
+func anyValue(op *api.Operation, names ...string) *api.Operation {
+	for _, n := range names {
+		if _, ok := op.Input.Properties[n]; ok {
+			op.Input.Properties[n] = &jsonschema.Schema{Description: "server-set; ignored on send"}
+		}
+	}
+	return op
+}
+
+// normalizeJSON turns json.Number values (the registry decodes with
+// UseNumber) into int64 or float64, so they encode as CBOR numbers.
+func normalizeJSON(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
+			return i
+		}
+		f, _ := x.Float64()
+		return f
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeJSON(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeJSON(e)
+		}
+	}
+	return v
+}
+
+// boardRef parses a board reference: its number or its slug.
+func boardRef(tx *store.Tx, ref protocol.KeyRef) (uint64, bool, error) {
+	s := strings.TrimSpace(string(ref))
+	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
+		_, err := tx.Get(key(pfxBoard, u64(n)))
+		if errors.Is(err, store.ErrNotFound) {
+			return 0, false, nil
+		}
+		return n, err == nil, err
+	}
+	b, err := tx.Get(key(pfxSlug, []byte(s)))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return beUint64(b), true, nil
+}

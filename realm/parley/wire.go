@@ -1,0 +1,212 @@
+package parley
+
+import (
+	"time"
+
+	"relay/protocol"
+)
+
+// From is the author of a message as clients see it.
+type From struct {
+	Identity  string `json:"identity"`
+	Extension string `json:"extension,omitempty"`
+}
+
+// MessageOut is a message as clients see it.
+type MessageOut struct {
+	Parley     string              `json:"parley"`
+	ID         string              `json:"id"`
+	Realm      string              `json:"realm"`
+	CID        string              `json:"cid"`
+	Thread     string              `json:"thread"`
+	Parent     *string             `json:"parent"`
+	Kind       protocol.Act        `json:"kind"`
+	Body       string              `json:"body"`
+	From       From                `json:"from"`
+	AuthorKind string              `json:"author_kind" jsonschema:"user (the human) or llm (a model)"`
+	Provenance map[string]any      `json:"provenance,omitempty"`
+	RelatesTo  []string            `json:"relates_to"`
+	Claims     []string            `json:"claims" jsonschema:"keys of the claims this message asserts"`
+	Refutes    []string            `json:"refutes"`
+	Evidence   []protocol.Evidence `json:"evidence"`
+	Image      *ImageOut           `json:"image,omitempty"`
+	Awaiting   bool                `json:"awaiting" jsonschema:"true when this act expects a reply"`
+	CreatedAt  time.Time           `json:"created_at"`
+}
+
+// ImageOut is a message's image: its URL, or the CID of the upload and the
+// path it is served at.
+type ImageOut struct {
+	URL       string `json:"url"`
+	CID       string `json:"cid,omitempty"`
+	MediaType string `json:"media_type,omitempty"`
+	Bytes     int    `json:"bytes,omitempty"`
+}
+
+// MessageNode is a message in a thread's tree.
+type MessageNode struct {
+	MessageOut
+	Replies []any `json:"replies" jsonschema:"the messages whose parent this is, as MessageNode"`
+}
+
+// LastMessage summarises a thread's newest message.
+type LastMessage struct {
+	ID        string       `json:"id"`
+	Kind      protocol.Act `json:"kind"`
+	From      From         `json:"from"`
+	CreatedAt time.Time    `json:"created_at"`
+}
+
+// ThreadOut is a thread as clients see it.
+type ThreadOut struct {
+	ID                string         `json:"id"`
+	Realm             string         `json:"realm"`
+	CID               string         `json:"cid"`
+	Board             uint64         `json:"board"`
+	Title             string         `json:"title"`
+	State             protocol.State `json:"state"`
+	StateOrigin       *string        `json:"state_origin" jsonschema:"user, llm, or null for a newborn thread"`
+	StateConfirmedAt  *time.Time     `json:"state_confirmed_at" jsonschema:"null while the state is a model's proposal"`
+	StateConfirmedBy  string         `json:"state_confirmed_by,omitempty"`
+	StateSetBy        string         `json:"state_set_by,omitempty"`
+	StateSetAt        time.Time      `json:"state_set_at"`
+	Proposal          bool           `json:"proposal" jsonschema:"true while the state awaits confirmation"`
+	Locked            bool           `json:"locked" jsonschema:"a confirmed close: no message for anyone until reopened"`
+	Creator           string         `json:"creator"`
+	CreatedAt         time.Time      `json:"created_at"`
+	UpdatedAt         time.Time      `json:"updated_at"`
+	Awaiting          bool           `json:"awaiting"`
+	LastMessage       *LastMessage   `json:"last_message"`
+	MessageCount      int            `json:"message_count"`
+	ClaimCount        int            `json:"claim_count"`
+	Pinned            bool           `json:"pinned"`
+	LLMReplyForbidden bool           `json:"llm_reply_forbidden"`
+}
+
+// Attestation is one verdict on a claim.
+type Attestation struct {
+	Verdict   string              `json:"verdict"`
+	By        From                `json:"by"`
+	Evidence  []protocol.Evidence `json:"evidence"`
+	Note      string              `json:"note,omitempty"`
+	At        time.Time           `json:"at"`
+	CID       string              `json:"cid"`
+}
+
+// ClaimOut is a claim with its attestations.
+type ClaimOut struct {
+	ID           string              `json:"id"`
+	Realm        string              `json:"realm"`
+	CID          string              `json:"cid"`
+	Thread       string              `json:"thread"`
+	Message      string              `json:"message"`
+	Statement    string              `json:"statement"`
+	Evidence     []protocol.Evidence `json:"evidence"`
+	State        protocol.ClaimState `json:"state"`
+	Author       string              `json:"author"`
+	Attestations []Attestation       `json:"attestations"`
+	RefutedBy    []string            `json:"refuted_by"`
+	SealedBy     string              `json:"sealed_by,omitempty"`
+	SealedAt     *time.Time          `json:"sealed_at,omitempty"`
+	SupersededBy *string             `json:"superseded_by"`
+	CreatedAt    time.Time           `json:"created_at"`
+	UpdatedAt    time.Time           `json:"updated_at"`
+}
+
+// StateEvent is one entry of a thread's state history.
+type StateEvent struct {
+	From      protocol.State `json:"from"`
+	To        protocol.State `json:"to"`
+	Origin    string         `json:"origin"`
+	Confirmed bool           `json:"confirmed"`
+	Via       string         `json:"via" jsonschema:"act, close, reopen, state, confirm or reject"`
+	By        string         `json:"by"`
+	Message   *string        `json:"message"`
+	Note      string         `json:"note,omitempty"`
+	At        time.Time      `json:"at"`
+	CID       string         `json:"cid"`
+}
+
+func (s *Service) messageOut(m *messageRec) MessageOut {
+	out := MessageOut{
+		Parley: protocol.ParleyVersion, ID: s.keyString(protocol.KeyMessage, rid{m.Realm, m.N}), Realm: string(m.Realm), CID: m.CID,
+		Thread: s.keyString(protocol.KeyThread, m.Thread), Kind: m.Kind, Body: m.Body,
+		From: From{Identity: m.Identity, Extension: m.Extension}, AuthorKind: m.AuthorKind, Provenance: m.Provenance,
+		RelatesTo: nonNil(m.RelatesTo), Claims: []string{}, Refutes: []string{}, Evidence: nonNil(m.Evidence),
+		Awaiting: m.Awaiting, CreatedAt: m.CreatedAt,
+	}
+	if m.Parent != nil {
+		p := s.keyString(protocol.KeyMessage, *m.Parent)
+		out.Parent = &p
+	}
+	for _, c := range m.Claims {
+		out.Claims = append(out.Claims, s.keyString(protocol.KeyClaim, c))
+	}
+	for _, c := range m.Refutes {
+		out.Refutes = append(out.Refutes, s.keyString(protocol.KeyClaim, c))
+	}
+	if m.Image != nil {
+		img := &ImageOut{URL: m.Image.URL, CID: m.Image.CID, MediaType: m.Image.MediaType, Bytes: m.Image.Bytes}
+		if img.URL == "" && img.CID != "" {
+			img.URL = "/api/v1/images/" + img.CID
+		}
+		out.Image = img
+	}
+	return out
+}
+
+func (s *Service) threadOut(t *threadRec) ThreadOut {
+	out := ThreadOut{
+		ID: s.keyString(protocol.KeyThread, t.id()), Realm: string(t.Realm), CID: t.CID, Board: t.Board, Title: t.Title,
+		State: t.State.State, StateConfirmedBy: t.ConfirmedBy, StateSetBy: t.StateBy, StateSetAt: t.StateAt,
+		Proposal: !t.State.Confirmed, Locked: t.State.Locked(), Creator: t.Creator, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Awaiting: t.Awaiting, MessageCount: t.Messages, ClaimCount: t.Claims, Pinned: t.Pinned, LLMReplyForbidden: t.NoLLM,
+	}
+	if t.State.Origin != "" {
+		o := t.State.Origin
+		out.StateOrigin = &o
+		out.StateConfirmedAt = t.ConfirmedAt
+	}
+	if t.Last.N != 0 {
+		out.LastMessage = &LastMessage{ID: s.keyString(protocol.KeyMessage, rid{t.Last.Realm, t.Last.N}), Kind: t.Last.Kind,
+			From: From{Identity: t.Last.Identity, Extension: t.Last.Extension}, CreatedAt: t.Last.At}
+	}
+	return out
+}
+
+func (s *Service) claimOut(c *claimRec) ClaimOut {
+	out := ClaimOut{
+		ID: s.keyString(protocol.KeyClaim, rid{c.Realm, c.N}), Realm: string(c.Realm), CID: c.CID,
+		Thread: s.keyString(protocol.KeyThread, c.Thread), Message: s.keyString(protocol.KeyMessage, c.Message),
+		Statement: c.Statement, Evidence: nonNil(c.Evidence), State: c.State, Author: c.Author, Attestations: []Attestation{},
+		RefutedBy: []string{}, SealedBy: c.SealedBy, SealedAt: c.SealedAt, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
+	}
+	for _, a := range c.Attestations {
+		out.Attestations = append(out.Attestations, Attestation{Verdict: a.Verdict, By: From{Identity: a.By, Extension: a.Extension},
+			Evidence: nonNil(a.Evidence), Note: a.Note, At: a.At, CID: a.CID})
+	}
+	for _, r := range c.RefutedBy {
+		out.RefutedBy = append(out.RefutedBy, s.keyString(protocol.KeyMessage, r))
+	}
+	if c.SupersededBy != nil {
+		k := s.keyString(protocol.KeyClaim, *c.SupersededBy)
+		out.SupersededBy = &k
+	}
+	return out
+}
+
+func (s *Service) historyOut(h *historyRec) StateEvent {
+	out := StateEvent{From: h.From, To: h.To, Origin: h.Origin, Confirmed: h.Confirmed, Via: h.Via, By: h.By, Note: h.Note, At: h.At, CID: h.CID}
+	if h.Message != nil {
+		k := s.keyString(protocol.KeyMessage, *h.Message)
+		out.Message = &k
+	}
+	return out
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
