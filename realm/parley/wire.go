@@ -85,12 +85,12 @@ type ThreadOut struct {
 
 // Attestation is one verdict on a claim.
 type Attestation struct {
-	Verdict   string              `json:"verdict"`
-	By        From                `json:"by"`
-	Evidence  []protocol.Evidence `json:"evidence"`
-	Note      string              `json:"note,omitempty"`
-	At        time.Time           `json:"at"`
-	CID       string              `json:"cid"`
+	Verdict  string              `json:"verdict"`
+	By       From                `json:"by"`
+	Evidence []protocol.Evidence `json:"evidence"`
+	Note     string              `json:"note,omitempty"`
+	At       time.Time           `json:"at"`
+	CID      string              `json:"cid"`
 }
 
 // ClaimOut is a claim with its attestations.
