@@ -223,28 +223,75 @@ func putToken(tx *store.Tx, rec *tokenRecord) error {
 
 // update changes one credential durably through f.
 func (a *Auth) update(ctx context.Context, id uint64, f func(rec *tokenRecord) error) (*tokenRecord, error) {
-	var out tokenRecord
+	var out *tokenRecord
 	_, err := a.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		b, err := tx.Get(tokenKey(id))
-		if errors.Is(err, store.ErrNotFound) {
-			return nil, protocol.Refusef(protocol.ReasonNotFound, "No token %d.", id)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(b, &out); err != nil {
-			return nil, err
-		}
-		if err := f(&out); err != nil {
-			return nil, err
-		}
-		return nil, putToken(tx, &out)
+		var err error
+		out, err = updateTx(tx, id, f)
+		return nil, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.cache(&out)
-	return &out, nil
+	a.cache(out)
+	return out, nil
+}
+
+// updateTx changes one credential inside a write of the caller's; the
+// caller reloads the cache after the commit.
+func updateTx(tx *store.Tx, id uint64, f func(rec *tokenRecord) error) (*tokenRecord, error) {
+	b, err := tx.Get(tokenKey(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, protocol.Refusef(protocol.ReasonNotFound, "No token %d.", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rec tokenRecord
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, err
+	}
+	if err := f(&rec); err != nil {
+		return nil, err
+	}
+	return &rec, putToken(tx, &rec)
+}
+
+// setRightsTx sets an agent credential's rights inside the caller's write.
+func (a *Auth) setRightsTx(tx *store.Tx, id uint64, rights protocol.Rights) error {
+	_, err := updateTx(tx, id, func(rec *tokenRecord) error {
+		if rec.Human {
+			return protocol.Refusef(protocol.ReasonForbidden, "The human's credential holds every right.")
+		}
+		rec.Rights = rights
+		return nil
+	})
+	return err
+}
+
+// reload refreshes one credential in the cache from the store.
+func (a *Auth) reload(id uint64) {
+	var rec tokenRecord
+	err := a.st.View(func(tx *store.Tx) error {
+		b, err := tx.Get(tokenKey(id))
+		if err != nil {
+			return err
+		}
+		return json.Unmarshal(b, &rec)
+	})
+	if err == nil {
+		a.cache(&rec)
+	}
+}
+
+// record returns a copy of one credential's record, nil if unknown.
+func (a *Auth) record(id uint64) *tokenRecord {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if t := a.tokens[id]; t != nil {
+		c := *t
+		return &c
+	}
+	return nil
 }
 
 func (a *Auth) cache(rec *tokenRecord) {

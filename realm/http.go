@@ -36,6 +36,8 @@ func (n *Node) routes() http.Handler {
 	}
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
+	mux.Handle("GET /llms.txt", n.llmsTxt())
+	mux.Handle("GET /parley.html", n.parleyHTML())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, protocol.Refusef(protocol.ReasonUnknownEndpoint, "No endpoint %s %s; see GET /api/v1/operations.", r.Method, r.URL.Path))
@@ -78,6 +80,10 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	p, err := n.authenticate(r)
 	if err != nil {
 		status = writeRefusal(w, err)
+		return
+	}
+	if ref := n.limiter.allow(p, r); ref != nil {
+		status = writeRefusal(w, ref)
 		return
 	}
 	args, err := n.httpArgs(w, r, op)
@@ -231,6 +237,10 @@ func writeRefusal(w http.ResponseWriter, err error) int {
 	switch ref.Reason {
 	case protocol.ReasonUnauthenticated, protocol.ReasonTokenRequired:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
+	case protocol.ReasonRateLimited:
+		if secs, ok := ref.Details["retry_after_seconds"].(int); ok {
+			w.Header().Set("Retry-After", strconv.Itoa(secs))
+		}
 	}
 	writeJSON(w, status, ref)
 	return status

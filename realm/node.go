@@ -40,7 +40,10 @@ type Config struct {
 	// loopback connection (a reverse proxy in front of the node); see the
 	// SDK's DNS-rebinding protection.
 	AllowedHosts []string
-	Logger       *slog.Logger
+	// RateLimit is requests per minute per credential (and per address
+	// without one), over every API and both MCP endpoints; 0 turns it off.
+	RateLimit int
+	Logger    *slog.Logger
 }
 
 // DefaultConfig returns the defaults of `relay serve`.
@@ -51,6 +54,7 @@ func DefaultConfig() Config {
 		P2PAddrs:     []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
 		HumanName:    "operator",
 		MaxBodyBytes: 8 << 20, // an envelope with a 5 MB image, base64, and room
+		RateLimit:    protocol.DefaultParleyLimits.RequestsPerMinute,
 	}
 }
 
@@ -65,6 +69,8 @@ type Node struct {
 	reg      *api.Registry
 	metrics  *metrics
 	parley   *parley.Service
+	limiter  *limiter
+	limits   protocol.ParleyLimits
 	handler  http.Handler
 	started  time.Time
 	listener net.Listener
@@ -128,7 +134,10 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, realm: name, id: id, store: st, started: time.Now()}
 	n.metrics = newMetrics(n)
-	n.parley = parley.New(st, parley.Config{Realm: name, Limits: protocol.DefaultParleyLimits, Logger: cfg.Logger,
+	n.limiter = newLimiter(cfg.RateLimit)
+	n.limits = protocol.DefaultParleyLimits
+	n.limits.RequestsPerMinute = cfg.RateLimit
+	n.parley = parley.New(st, parley.Config{Realm: name, Limits: n.limits, Logger: cfg.Logger,
 		OnFeature: func(parley.Feature) { n.metrics.features.Inc() }})
 	if n.auth, err = newAuth(name, st); err != nil {
 		st.Close()

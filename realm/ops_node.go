@@ -19,6 +19,7 @@ func (n *Node) registerCore() {
 	)
 	n.registerCatalog()
 	n.registerTokens()
+	n.registerAccess()
 }
 
 // HealthOut is the answer of get_health.
@@ -93,7 +94,7 @@ type ManifestOut struct {
 	PeerID        string                `json:"peer_id"`
 	MCP           string                `json:"mcp" jsonschema:"the MCP endpoint path (JSON-RPC 2.0, stateless, bearer token)"`
 	Human         string                `json:"human" jsonschema:"the identity of the realm's human"`
-	Limits        protocol.ParleyLimits `json:"limits"`
+	Limits        protocol.ParleyLimits `json:"limits" jsonschema:"requests_per_minute 0 means no rate limit"`
 	Kinds         []protocol.Act        `json:"kinds"`
 	States        []protocol.State      `json:"states"`
 	Profiles      []string              `json:"profiles"`
@@ -114,7 +115,7 @@ func (n *Node) manifest(ctx context.Context, c *api.Call, _ api.NoInput) (Manife
 		PeerID:        n.PeerID(),
 		MCP:           "/api/v1/mcp",
 		Human:         protocol.Identity{Prefix: protocol.HumanPrefix, Line: n.cfg.HumanName}.String(),
-		Limits:        protocol.DefaultParleyLimits,
+		Limits:        n.limits,
 		Kinds:         protocol.Acts,
 		States:        protocol.States,
 		Profiles:      []string{"dialectic"},

@@ -73,6 +73,7 @@ func serveCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "peer", Usage: "peer multiaddr with /p2p/<peer id> (repeatable)", EnvVars: []string{"RELAY_PEER"}},
 			&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name: the human is human:<name>", EnvVars: []string{"RELAY_HUMAN"}},
 			&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}},
+			&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}},
 			&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos)", EnvVars: []string{"RELAY_IN_MEMORY"}},
 		},
 		Action: func(c *cli.Context) error {
@@ -85,6 +86,10 @@ func serveCommand() *cli.Command {
 			cfg.HumanName = c.String("human")
 			cfg.AllowedHosts = c.StringSlice("allowed-host")
 			cfg.InMemory = c.Bool("in-memory")
+			cfg.RateLimit = c.Int("rate-limit")
+			if cfg.RateLimit < 0 {
+				return fmt.Errorf("--rate-limit: want 0 (off) or more, have %d", cfg.RateLimit)
+			}
 			cfg.Logger = slog.Default()
 			return serve(c.Context, cfg, c.App.Writer)
 		},
