@@ -5,8 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
