@@ -199,6 +199,11 @@ func checkText(field, s string, max int, required bool) *Refusal {
 	if !utf8.ValidString(s) {
 		return invalid(field, "encoding", "%s is not valid UTF-8.", field)
 	}
+	for _, r := range s {
+		if (r < ' ' && r != '\n' && r != '\r' && r != '\t') || r == 0x7f {
+			return invalid(field, "control_character", "%s may not contain control characters other than newline and tab.", field)
+		}
+	}
 	n := CodePoints(s)
 	switch {
 	case n == 0 && required:
@@ -304,7 +309,7 @@ func checkProvenance(p map[string]any, maxURL int) *Refusal {
 // Ref is a reference to a Parley record: a key or a CID.
 type Ref struct {
 	Key Key
-	CID string // set instead of Key for a CID reference
+	CID string // set instead of Key for a CID reference, in the form relay writes
 }
 
 // ParseRef parses a reference of any kind: th_/msg_/cl_ keys, local or
@@ -321,10 +326,7 @@ func ParseRef(s string) (Ref, error) {
 			return Ref{Key: k}, err
 		}
 	}
-	if _, err := ParseCID(s); err != nil {
-		return Ref{}, err
-	}
-	return Ref{CID: s}, nil
+	return parseCIDRef(s)
 }
 
 // ParseKeyOrCID parses a key of one kind (th_12, 12, realm:th_12) or a CID.
@@ -332,8 +334,16 @@ func ParseKeyOrCID(kind KeyKind, s string) (Ref, error) {
 	if k, err := ParseKey(kind, s); err == nil {
 		return Ref{Key: k}, nil
 	}
-	if _, err := ParseCID(s); err != nil {
+	return parseCIDRef(s)
+}
+
+// parseCIDRef parses a CID reference. ParseCID reads any multibase, so the
+// same CID has many spellings; the reference keeps the one relay writes, so
+// that equal references compare equal.
+func parseCIDRef(s string) (Ref, error) {
+	c, err := ParseCID(s)
+	if err != nil {
 		return Ref{}, err
 	}
-	return Ref{CID: s}, nil
+	return Ref{CID: c.String()}, nil
 }

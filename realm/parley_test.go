@@ -1,0 +1,249 @@
+package realm
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// call posts (or gets) one operation over HTTP and returns status and body.
+func (tn *testNode) post(t *testing.T, token, path string, body any) map[string]any {
+	t.Helper()
+	status, out := tn.do(t, "POST", path, token, body)
+	if status != 200 {
+		t.Fatalf("POST %s: %d %v", path, status, out)
+	}
+	return out
+}
+
+func field(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+// threadState is what the scenario checks after every step.
+type threadState struct {
+	state    string
+	origin   any // nil for a newborn thread
+	proposal bool
+	locked   bool
+	awaiting bool
+}
+
+func (tn *testNode) checkThread(t *testing.T, step, id string, want threadState) {
+	t.Helper()
+	status, out := tn.do(t, "GET", "/api/v1/threads/"+id, "", nil)
+	if status != 200 {
+		t.Fatalf("%s: get thread: %d %v", step, status, out)
+	}
+	th := out["thread"].(map[string]any)
+	got := threadState{th["state"].(string), th["state_origin"], th["proposal"].(bool), th["locked"].(bool), th["awaiting"].(bool)}
+	if got != want {
+		t.Fatalf("%s: thread is %+v, want %+v", step, got, want)
+	}
+}
+
+// TestScenarioThreadLifecycle walks one thread through ask → answer →
+// propose → refute with evidence → attest → seal → decide → proposed close →
+// confirmed close → thread_closed → reopen.
+func TestScenarioThreadLifecycle(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "asker", "write")
+	b := tn.issue(t, "answerer", "write")
+	c := tn.issue(t, "critic", "write")
+
+	out := tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{
+		"kind": "ask", "body": "Does caching lower latency?",
+		"claims": []any{map[string]any{"statement": "Caching always lowers latency.", "evidence": []any{map[string]any{"kind": "note", "value": "folklore"}}}},
+	})
+	if field(out, "message", "id") != "msg_1" || field(out, "thread", "id") != "th_1" || field(out, "message", "from", "identity") != "ainotes:asker" {
+		t.Fatalf("open: %v", out)
+	}
+	tn.checkThread(t, "ask", "th_1", threadState{"open", nil, false, false, true})
+
+	tn.post(t, b, "/api/v1/threads/th_1/messages", map[string]any{
+		"kind": "answer", "body": "With a warm cache, yes.", "parent": "msg_1",
+		"claims": []any{map[string]any{"statement": "A warm cache halves p50 latency.", "evidence": []any{map[string]any{"kind": "url", "value": "https://example.org/run/1"}}}},
+	})
+	tn.checkThread(t, "answer", "th_1", threadState{"answered", "llm", true, false, false})
+
+	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "propose", "body": "Let us measure a cold run too.", "parent": "msg_2"})
+	tn.checkThread(t, "propose", "th_1", threadState{"answered", "llm", true, false, true})
+
+	out = tn.post(t, c, "/api/v1/threads/th_1/messages", map[string]any{
+		"kind": "refute", "body": "Cold runs are slower with the cache.", "refutes": []string{"cl_1"},
+		"evidence": []any{map[string]any{"kind": "log", "value": "cold p50 12ms vs 9ms"}},
+	})
+	tn.checkThread(t, "refute", "th_1", threadState{"answered", "llm", true, false, true})
+	if _, cl := tn.do(t, "GET", "/api/v1/claims/cl_1", "", nil); field(cl, "claim", "state") != "refuted" {
+		t.Fatalf("refuted claim: %v", cl)
+	}
+
+	// The author cannot support its own claim; someone else can.
+	if _, cl := tn.do(t, "POST", "/api/v1/claims/cl_2/attest", b, map[string]any{"verdict": "supports"}); field(cl, "claim", "state") != "unverified" {
+		t.Fatalf("self-support: %v", cl)
+	}
+	if _, cl := tn.do(t, "POST", "/api/v1/claims/cl_2/attest", c, map[string]any{"verdict": "supports"}); field(cl, "claim", "state") != "supported" {
+		t.Fatalf("attest: %v", cl)
+	}
+	tn.checkThread(t, "attest", "th_1", threadState{"answered", "llm", true, false, true})
+
+	if _, cl := tn.do(t, "POST", "/api/v1/claims/cl_2/seal", tn.operator, map[string]any{}); field(cl, "claim", "state") != "verified" {
+		t.Fatalf("seal: %v", cl)
+	}
+	// A refutation does not move a verified claim: only the human or verify do.
+	tn.post(t, c, "/api/v1/threads/th_1/messages", map[string]any{
+		"kind": "refute", "body": "Still unconvinced.", "refutes": []string{"cl_2"}, "evidence": []any{map[string]any{"kind": "note", "value": "n=1"}},
+	})
+	if _, cl := tn.do(t, "GET", "/api/v1/claims/cl_2", "", nil); field(cl, "claim", "state") != "verified" {
+		t.Fatalf("verified claim moved: %v", cl)
+	}
+
+	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "decide", "body": "Cache on, with a warm-up."})
+	tn.checkThread(t, "decide", "th_1", threadState{"decided", "llm", true, false, false})
+
+	tn.post(t, a, "/api/v1/threads/th_1/close", map[string]any{})
+	tn.checkThread(t, "proposed close", "th_1", threadState{"closed", "llm", true, false, false})
+	// A proposed close does not lock.
+	tn.post(t, b, "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "Noted."})
+
+	tn.post(t, tn.operator, "/api/v1/threads/th_1/confirm", map[string]any{})
+	tn.checkThread(t, "confirmed close", "th_1", threadState{"closed", "llm", false, true, false})
+
+	for _, tok := range []string{b, a, tn.operator} {
+		if status, out := tn.do(t, "POST", "/api/v1/threads/th_1/messages", tok, map[string]any{"kind": "note", "body": "late"}); status != 409 || out["reason"] != "thread_closed" {
+			t.Fatalf("post into a locked thread: %d %v", status, out)
+		}
+	}
+
+	tn.post(t, a, "/api/v1/threads/th_1/reopen", map[string]any{})
+	tn.checkThread(t, "reopen", "th_1", threadState{"decided", "llm", true, false, false})
+	tn.post(t, b, "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "Open again."})
+
+	_, ev := tn.do(t, "GET", "/api/v1/threads/th_1/events", "", nil)
+	var vias []string
+	for _, e := range ev["events"].([]any) {
+		m := e.(map[string]any)
+		vias = append(vias, fmt.Sprintf("%s:%s→%s", m["via"], m["from"], m["to"]))
+	}
+	want := "act:open→answered act:answered→decided close:decided→closed confirm:closed→closed reopen:closed→decided"
+	if strings.Join(vias, " ") != want {
+		t.Fatalf("history:\n got %s\nwant %s", strings.Join(vias, " "), want)
+	}
+	// The tree nests replies under their parents.
+	_, tree := tn.do(t, "GET", "/api/v1/threads/th_1", "", nil)
+	roots := tree["messages"].([]any)
+	if len(roots) == 0 || len(roots[0].(map[string]any)["replies"].([]any)) != 1 {
+		t.Fatalf("tree: %v", roots)
+	}
+}
+
+// parityCase is one refusal that must look the same over HTTP and MCP.
+type parityCase struct {
+	reason, token, method, path, tool string
+	args                              map[string]any
+	status                            int
+}
+
+// TestRefusalParity produces every reason Parley can produce from an
+// operation, over HTTP and over MCP, with the same status and reason.
+func TestRefusalParity(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	reader := tn.issue(t, "reader")
+	a := tn.issue(t, "alpha", "write")
+	b := tn.issue(t, "beta", "write")
+
+	// Fixtures: th_1 by alpha with claim cl_1, superseded by cl_2; th_2
+	// closed and confirmed; th_3 with AI replies forbidden; two access
+	// requests, one pending, one rejected.
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q", "claims": []any{map[string]any{"statement": "s1"}}})
+	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "refine", "body": "sharper", "relates_to": []string{"cl_1"}, "claims": []any{map[string]any{"statement": "s2"}}})
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "note", "body": "to close"})
+	tn.post(t, tn.operator, "/api/v1/threads/th_2/close", map[string]any{})
+	tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "humans only"})
+	tn.post(t, tn.operator, "/api/v1/threads/th_3/llm-replies", map[string]any{"forbidden": true})
+	applicant := map[string]any{"label": "newbie", "purpose": "p", "model": "m", "client": "c", "provider": "pr", "contact": "x@example.org"}
+	r1 := tn.post(t, "", "/api/v1/tokens/request", applicant)
+	tn.post(t, "", "/api/v1/tokens/request", applicant)
+	tn.post(t, tn.operator, "/api/v1/token-requests/2/review", map[string]any{"decision": "reject", "reason": "no"})
+	if r1["request_id"].(float64) != 1 {
+		t.Fatalf("request id: %v", r1)
+	}
+	png := base64.StdEncoding.EncodeToString([]byte("not an image at all"))
+	big := base64.StdEncoding.EncodeToString(make([]byte, 5<<20+1))
+
+	cases := []parityCase{
+		{"invalid_body", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "shout", "body": "x"}, 400},
+		{"invalid_body", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": ""}, 400},
+		{"invalid_body", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "colour": 1}, 400},
+		{"token_read_only", reader, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x"}, 403},
+		{"token_right_missing", a, "POST", "/api/v1/threads/th_1/pin", "post_threads_id_pin", map[string]any{"id": "th_1"}, 403},
+		{"verify_right_missing", a, "POST", "/api/v1/claims/cl_2/seal", "post_claims_id_seal", map[string]any{"id": "cl_2"}, 403},
+		{"request_not_found", tn.operator, "GET", "/api/v1/token-requests/99", "get_token_requests_id", map[string]any{"id": 99}, 404},
+		{"request_forbidden", a, "GET", "/api/v1/token-requests/1", "get_token_requests_id", map[string]any{"id": 1}, 403},
+		{"request_decided", tn.operator, "POST", "/api/v1/token-requests/2/review", "post_token_requests_id_review", map[string]any{"id": 2, "decision": "approve"}, 409},
+		{"user_session_required", a, "POST", "/api/v1/tokens", "post_tokens", map[string]any{"label": "x"}, 403},
+		{"user_session_required", a, "POST", "/api/v1/threads/th_1/llm-replies", "post_threads_id_llm_replies", map[string]any{"id": "th_1", "forbidden": true}, 403},
+		{"board_not_found", a, "POST", "/api/v1/boards/99/threads", "post_boards_id_threads", map[string]any{"id": 99, "kind": "ask", "body": "x"}, 404},
+		{"thread_not_found", a, "POST", "/api/v1/threads/th_99/messages", "post_threads_id_messages", map[string]any{"id": "th_99", "kind": "note", "body": "x"}, 404},
+		{"parent_not_found", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "parent": "msg_99"}, 404},
+		{"claim_not_found", a, "GET", "/api/v1/claims/cl_99", "get_claims_id", map[string]any{"id": "cl_99"}, 404},
+		{"thread_closed", b, "POST", "/api/v1/threads/th_2/messages", "post_threads_id_messages", map[string]any{"id": "th_2", "kind": "note", "body": "x"}, 409},
+		{"thread_authority_missing", b, "POST", "/api/v1/threads/th_1/close", "post_threads_id_close", map[string]any{"id": "th_1"}, 403},
+		{"self_reply", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "answer", "body": "x", "parent": "msg_1"}, 409},
+		{"state_invalid", a, "POST", "/api/v1/threads/th_1/reopen", "post_threads_id_reopen", map[string]any{"id": "th_1"}, 409},
+		{"state_not_settable", a, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "closed"}, 400},
+		{"nothing_to_confirm", tn.operator, "POST", "/api/v1/threads/th_1/confirm", "post_threads_id_confirm", map[string]any{"id": "th_1"}, 409},
+		{"llm_reply_forbidden", b, "POST", "/api/v1/threads/th_3/messages", "post_threads_id_messages", map[string]any{"id": "th_3", "kind": "answer", "body": "x"}, 403},
+		{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_2"}}, 400},
+		{"evidence_required", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "refutes"}, 400},
+		{"claim_superseded", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "supports"}, 409},
+		{"image_missing", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "image": map[string]any{}}, 400},
+		{"image_type", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "image": map[string]any{"data": png}}, 400},
+		{"image_too_large", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "image": map[string]any{"data": big}}, 413},
+		{"operation_not_found", a, "GET", "/api/v1/operations/nope", "get_api_operation", map[string]any{"key": "nope"}, 404},
+		{"conflict", a, "POST", "/api/v1/boards", "post_boards", map[string]any{"slug": "lobby", "name": "Again"}, 409},
+		{"not_found", tn.operator, "POST", "/api/v1/tokens/99/revoke", "post_tokens_id_revoke", map[string]any{"id": 99}, 404},
+		{"forbidden", tn.operator, "POST", "/api/v1/tokens/1/rights", "post_tokens_id_rights", map[string]any{"id": 1, "rights": []string{"read"}}, 403},
+	}
+	sessions := map[string]*mcp.ClientSession{}
+	for _, tok := range []string{reader, a, b, tn.operator} {
+		cs, err := tn.mcpSession(t, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sessions[tok] = cs
+	}
+	for _, tc := range cases {
+		t.Run(tc.reason+"/"+tc.tool, func(t *testing.T) {
+			var body any
+			if tc.method == "POST" {
+				body = tc.args
+			}
+			status, out := tn.do(t, tc.method, tc.path, tc.token, body)
+			if status != tc.status || out["reason"] != tc.reason {
+				t.Fatalf("http: %d %v, want %d %s", status, out, tc.status, tc.reason)
+			}
+			res, err := sessions[tc.token].CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+			if err != nil {
+				t.Fatalf("mcp: %v", err)
+			}
+			sc, _ := res.StructuredContent.(map[string]any)
+			if !res.IsError || sc["reason"] != tc.reason {
+				t.Fatalf("mcp: isError=%v %v, want %s", res.IsError, sc, tc.reason)
+			}
+		})
+	}
+}
