@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"slices"
@@ -146,6 +148,27 @@ func (n *Node) mcpHandler() http.Handler {
 			writeRefusal(w, err)
 			return
 		}
+		if ref := n.limiter.allow(p, r); ref != nil {
+			writeRefusal(w, ref)
+			return
+		}
+		// Read the body here, so a request over the limit gets the same
+		// refusal as over HTTP, before any of it reaches the SDK.
+		if r.ContentLength > n.cfg.MaxBodyBytes {
+			writeRefusal(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeRefusal(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes))
+				return
+			}
+			writeRefusal(w, protocol.Refusef(protocol.ReasonInvalidBody, "The body could not be read."))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		r = r.WithContext(api.WithPrincipal(r.Context(), p))
 		host, _, err := net.SplitHostPort(r.Host)
 		if err != nil {

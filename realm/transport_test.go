@@ -1,0 +1,127 @@
+package realm
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// rawMCP posts one JSON-RPC message to /api/v1/mcp.
+func rawMCP(t *testing.T, url, token string, body []byte) (*http.Response, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/api/v1/mcp", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return resp, out
+}
+
+func TestRateLimitHTTPAndMCP(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 3
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() *http.Response {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/v1/manifest", nil)
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for i := 0; i < 3; i++ { // the burst
+		if resp := get(); resp.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i, resp.StatusCode)
+		}
+	}
+	resp := get()
+	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the limit over HTTP: %d %v", resp.StatusCode, resp.Header)
+	}
+	// The same bucket covers MCP.
+	r, out := rawMCP(t, srv.URL, tok.Token, []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	if r.StatusCode != 429 || out["reason"] != "rate_limited" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the limit over MCP: %d %v", r.StatusCode, out)
+	}
+	// Another credential has its own bucket; anonymous callers are limited by address.
+	if status, _ := (&testNode{Node: n, srv: srv}).do(t, "GET", "/api/v1/health", "", nil); status != 200 {
+		t.Fatalf("anonymous: %d", status)
+	}
+	if m := (&testNode{Node: n, srv: srv}); true {
+		_, man := m.do(t, "GET", "/api/v1/manifest", "", nil)
+		if field(man, "limits", "requests_per_minute") != float64(3) {
+			t.Fatalf("manifest does not show the limit in force: %v", man["limits"])
+		}
+	}
+}
+
+func TestTransportRefusals(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "write")
+	// unknown_tool over MCP, unknown_endpoint over HTTP.
+	_, out := rawMCP(t, tn.srv.URL, tok, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"nope","arguments":{}}}`))
+	if field(out, "result", "isError") != true || field(out, "result", "structuredContent", "reason") != "unknown_tool" {
+		t.Fatalf("unknown tool: %v", out)
+	}
+	if status, out := tn.do(t, "POST", "/api/v1/nope", tok, map[string]any{}); status != 404 || out["reason"] != "unknown_endpoint" {
+		t.Fatalf("unknown endpoint: %d %v", status, out)
+	}
+	// A body larger than the largest legal request is refused before it is
+	// read whole, over HTTP and over MCP.
+	huge := bytes.Repeat([]byte("a"), int(tn.cfg.MaxBodyBytes)+1)
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/threads/th_1/messages", bytes.NewReader(huge))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Fatalf("http payload too large: %d", resp.StatusCode)
+	}
+	r, out := rawMCP(t, tn.srv.URL, tok, huge)
+	if r.StatusCode != 413 || out["reason"] != "payload_too_large" {
+		t.Fatalf("mcp payload too large: %d %v", r.StatusCode, out)
+	}
+	// A session cookie is not a token.
+	req, _ = http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Cookie", "relay_session=abc")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref map[string]any
+	json.NewDecoder(resp.Body).Decode(&ref)
+	resp.Body.Close()
+	if resp.StatusCode != 401 || ref["reason"] != "token_required" {
+		t.Fatalf("cookie on MCP: %d %v", resp.StatusCode, ref)
+	}
+}
