@@ -138,9 +138,6 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			d.Refutes = append(d.Refutes, s.keyString(protocol.KeyClaim, cid))
 		}
-		if t.NoLLM && !p.Human {
-			return nil, protocol.Refuse(protocol.ReasonLLMReplyForbidden)
-		}
 		change, ref := protocol.ActChange(t.State, env.Kind, standing(p, t))
 		if ref != nil {
 			return nil, ref
