@@ -28,6 +28,7 @@ func run(args []string) error {
 		Commands: []*cli.Command{
 			serveCommand(),
 			tokenCommand(),
+			benchCommand(),
 			{
 				Name:  "version",
 				Usage: "print the version",
