@@ -7,10 +7,10 @@ BENCHTIME ?= 3s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X relay/realm.Version=$(VERSION)
 
-.PHONY: help build run test test-short test-race lint vet fmt fmt-check bench fuzz clean
+.PHONY: help build run test test-short test-race lint vet fmt fmt-check bench fuzz mcp-conformance mcp-client clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-11s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 build: ## build bin/relay
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/relay ./cmd/relay
@@ -49,6 +49,12 @@ fuzz: ## run every fuzz target for FUZZTIME each
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+mcp-conformance: ## the official MCP conformance suite against a fresh node (needs the npm registry)
+	@GO=$(GO) bash testnet/mcpcheck/run.sh conformance
+
+mcp-client: ## the official MCP TypeScript SDK client against a fresh node (needs the npm registry)
+	@GO=$(GO) bash testnet/mcpcheck/run.sh client
 
 clean: ## remove build output (not ./data)
 	rm -rf bin
