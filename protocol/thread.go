@@ -187,9 +187,9 @@ func ConfirmChange(t ThreadState, s Standing) (*Change, *Refusal) {
 }
 
 // RejectChange withdraws a model's proposal (human or lock): the thread goes
-// back to the state the proposal replaced, exactly as it was. If that state
-// was itself a proposal it is pending again: rejecting one proposal does not
-// confirm another.
+// back to prev exactly as it was (relay passes the last confirmed state, so
+// proposals stacked on proposals are withdrawn together). Restoring never
+// confirms: a prev that was a proposal is pending again.
 func RejectChange(t ThreadState, prev ThreadState, s Standing) (*Change, *Refusal) {
 	if !s.confirms() {
 		return nil, Refusef(ReasonTokenRightMissing, "Rejecting a proposal needs the human or the lock right.").With("right", string(RightLock))

@@ -167,6 +167,9 @@ func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, 
 		return nil, err
 	}
 	secret := base64.RawURLEncoding.EncodeToString(secretBytes[:])
+	if len(rights) == 0 {
+		rights, _ = protocol.NewRights() // read, always
+	}
 	sum := sha256.Sum256([]byte(secret))
 	var rec tokenRecord
 	_, err := a.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {

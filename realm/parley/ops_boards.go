@@ -182,10 +182,10 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 			if a.Pinned != b.Pinned {
 				return a.Pinned
 			}
-			if a.Awaiting != b.Awaiting {
-				return a.Awaiting
+			if a.waiting() != b.waiting() {
+				return a.waiting()
 			}
-			return a.UpdatedAt.After(b.UpdatedAt)
+			return newer(a, b)
 		})
 		for i, t := range ts {
 			if i == limit {
@@ -215,5 +215,5 @@ type openThreadIn struct {
 }
 
 func (s *Service) openThread(ctx context.Context, c *api.Call, in openThreadIn) (PostOut, error) {
-	return s.post(ctx, c.Principal, in.ID, &in.Envelope)
+	return s.post(ctx, c.Principal, in.ID, &in.Envelope, "")
 }

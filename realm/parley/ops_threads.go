@@ -81,7 +81,7 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 		if err != nil {
 			return err
 		}
-		sort.SliceStable(ts, func(i, j int) bool { return ts[i].UpdatedAt.After(ts[j].UpdatedAt) })
+		sort.SliceStable(ts, func(i, j int) bool { return newer(ts[i], ts[j]) })
 		for i, t := range ts {
 			if i == clampLimit(in.Limit) {
 				break
@@ -182,21 +182,9 @@ type postMessageIn struct {
 }
 
 func (s *Service) postMessage(ctx context.Context, c *api.Call, in postMessageIn) (PostOut, error) {
-	if in.Thread != "" && !sameKey(protocol.KeyThread, in.Thread, in.ID) {
-		return PostOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "thread %q differs from the thread of the path, %q.", in.Thread, in.ID).With("field", "thread").With("rule", "conflict")
-	}
+	also := in.Thread // the envelope may name the thread too: it must be the same one
 	in.Thread = in.ID
-	return s.post(ctx, c.Principal, "", &in.Envelope)
-}
-
-// sameKey reports whether two references name the same record by key.
-func sameKey(kind protocol.KeyKind, a, b protocol.KeyRef) bool {
-	if a == b {
-		return true
-	}
-	ka, errA := protocol.ParseKey(kind, string(a))
-	kb, errB := protocol.ParseKey(kind, string(b))
-	return errA == nil && errB == nil && ka == kb
+	return s.post(ctx, c.Principal, "", &in.Envelope, also)
 }
 
 // EventsOut is a thread's state history.

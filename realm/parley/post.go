@@ -17,8 +17,10 @@ type PostOut struct {
 }
 
 // post appends an envelope: into the thread it names, or, when it names
-// none, as the opening of a new thread on board.
-func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.KeyRef, env *protocol.Envelope) (PostOut, error) {
+// none, as the opening of a new thread on board. also, when set, is a second
+// reference to the thread (the envelope's, beside the path's) that must name
+// the same one.
+func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.KeyRef, env *protocol.Envelope, also protocol.KeyRef) (PostOut, error) {
 	if ref := env.Validate(s.cfg.Limits); ref != nil {
 		return PostOut{}, ref
 	}
@@ -63,6 +65,15 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			if !ok {
 				return nil, protocol.Refusef(protocol.ReasonThreadNotFound, "No thread %q; see get_threads.", env.Thread)
+			}
+			if also != "" {
+				other, _, err := s.lookupRef(tx, protocol.KeyThread, also)
+				if err != nil {
+					return nil, err
+				}
+				if other != id {
+					return nil, protocol.Refusef(protocol.ReasonInvalidBody, "thread %q differs from the thread of the path, %q.", also, env.Thread).With("field", "thread").With("rule", "conflict")
+				}
 			}
 			tid = id
 			t = new(threadRec)

@@ -124,7 +124,7 @@ func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 		if old == nil {
 			b.Threads++
 		}
-		b.Waiting += boolDelta(old != nil && old.Awaiting, t.Awaiting)
+		b.Waiting += boolDelta(old != nil && old.waiting(), t.waiting())
 		b.Open += boolDelta(old != nil && isOpen(old.State.State), isOpen(t.State.State))
 		b.Messages += t.Messages - oldMessages(old)
 		if err := putJSON(p.tx, key(pfxBoard, u64(t.Board)), &b); err != nil {

@@ -106,6 +106,21 @@ type lastMessage struct {
 
 func (t *threadRec) id() rid { return rid{t.Realm, t.N} }
 
+// waiting reports whether the thread awaits a reply someone can give: its
+// last act expects one and it is neither locked nor set aside.
+func (t *threadRec) waiting() bool {
+	return t.Awaiting && !t.State.Locked() && !protocol.IsSide(t.State.State)
+}
+
+// newer orders threads by their latest activity, newest first; the node
+// sequence breaks ties within a millisecond.
+func newer(a, b *threadRec) bool {
+	if !a.UpdatedAt.Equal(b.UpdatedAt) {
+		return a.UpdatedAt.After(b.UpdatedAt)
+	}
+	return a.Last.Sequence > b.Last.Sequence
+}
+
 // messageRec is a message as stored.
 type messageRec struct {
 	Realm      protocol.Realm      `json:"realm"`
