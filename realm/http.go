@@ -22,53 +22,43 @@ import (
 // routes builds the node's HTTP surface from the registry.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
-	byPath := map[string]map[string]*api.Operation{}
-	var paths []string
 	for _, op := range n.reg.Operations() {
-		if byPath[op.Path] == nil {
-			byPath[op.Path] = map[string]*api.Operation{}
-			paths = append(paths, op.Path)
-		}
-		byPath[op.Path][op.Method] = op
-	}
-	for _, p := range paths {
-		mux.Handle(p, n.pathHandler(byPath[p]))
+		mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serveOperation(w, r, op) }))
 	}
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
 	mux.Handle("GET /llms.txt", n.llmsTxt())
 	mux.Handle("GET /parley.html", n.parleyHTML())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeRefusal(w, protocol.Refusef(protocol.ReasonUnknownEndpoint, "No endpoint %s %s; see GET /api/v1/operations.", r.Method, r.URL.Path))
-	})
-	return n.recoverer(mux)
+	return n.recoverer(n.dispatch(mux))
 }
 
-// pathHandler serves every method of one path, answering 405 with Allow for
-// the others.
-func (n *Node) pathHandler(methods map[string]*api.Operation) http.Handler {
-	var allow []string
-	for m := range methods {
-		allow = append(allow, m)
-		if m == http.MethodGet {
-			allow = append(allow, http.MethodHead)
-		}
-	}
-	slices.Sort(allow)
-	allowHeader := strings.Join(allow, ", ")
+// probeMethods are the methods a 405 may list in Allow.
+var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// dispatch serves what the mux routes and answers the rest itself, as a
+// refusal: 405 with Allow when the path exists under other methods,
+// unknown_endpoint otherwise.
+func (n *Node) dispatch(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		method := r.Method
-		if method == http.MethodHead {
-			method = http.MethodGet
-		}
-		op, ok := methods[method]
-		if !ok {
-			w.Header().Set("Allow", allowHeader)
-			writeRefusal(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, allowHeader))
+		if _, pattern := mux.Handler(r); pattern != "" {
+			mux.ServeHTTP(w, r)
 			return
 		}
-		n.serveOperation(w, r, op)
+		var allow []string
+		for _, m := range probeMethods {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeRefusal(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			return
+		}
+		writeRefusal(w, protocol.Refusef(protocol.ReasonUnknownEndpoint, "No endpoint %s %s; see GET /api/v1/operations.", r.Method, r.URL.Path))
 	})
 }
 
