@@ -23,6 +23,10 @@ var catalogStatuses = map[int]bool{
 	http.StatusConflict:              true, // 409
 	http.StatusRequestEntityTooLarge: true, // 413
 	http.StatusTooManyRequests:       true, // 429
+	http.StatusNotAcceptable:         true, // 406
+	http.StatusUnsupportedMediaType:  true, // 415
+	http.StatusUnprocessableEntity:   true, // 422
+	http.StatusPreconditionRequired:  true, // 428
 	http.StatusInternalServerError:   true, // 500
 	http.StatusServiceUnavailable:    true, // 503
 }
@@ -45,6 +49,9 @@ func TestReasonCatalog(t *testing.T) {
 		}
 		if strings.TrimSpace(info.Message) == "" {
 			t.Errorf("reason %q has no message", r)
+		}
+		if strings.TrimSpace(info.HowTo) == "" {
+			t.Errorf("reason %q says not how to proceed", r)
 		}
 		if r.Info() != info || r.Status() != info.Status {
 			t.Errorf("reason %q: Info() = %+v, want %+v", r, r.Info(), info)
