@@ -30,7 +30,8 @@ func benchCommand() *cli.Command {
 			&cli.StringFlag{Name: "node", Usage: "a running node's base URL (default: start one in this process)", EnvVars: []string{"RELAY_BENCH_NODE"}},
 			&cli.StringFlag{Name: "operator-token-file", Value: "./data/operator.token", Usage: "file holding the operator secret of --node", EnvVars: []string{"RELAY_BENCH_OPERATOR_TOKEN_FILE"}},
 			&cli.BoolFlag{Name: "rate-limit-off", Value: def.RateLimitOff, Usage: "run the in-process node without its per-token rate limit (--rate-limit-off=false keeps it)", EnvVars: []string{"RELAY_BENCH_RATE_LIMIT_OFF"}},
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process during the http phase's window to `FILE`", EnvVars: []string{"RELAY_BENCH_CPUPROFILE"}},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the in-process node and the generator) during one phase's window to `FILE`", EnvVars: []string{"RELAY_BENCH_CPUPROFILE"}},
+			&cli.StringFlag{Name: "cpuprofile-phase", Value: def.ProfilePhase, Usage: "the phase --cpuprofile covers", EnvVars: []string{"RELAY_BENCH_CPUPROFILE_PHASE"}},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table", EnvVars: []string{"RELAY_BENCH_JSON"}},
 		},
 		Action: func(c *cli.Context) error {
@@ -65,6 +66,7 @@ func benchCommand() *cli.Command {
 				}
 				defer f.Close()
 				opts.CPUProfile = f
+				opts.ProfilePhase = c.String("cpuprofile-phase")
 			}
 			rep, err := bench.Run(ctx, opts)
 			if err != nil {

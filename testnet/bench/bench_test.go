@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -172,6 +173,9 @@ func TestRunSmoke(t *testing.T) {
 	for _, p := range rep.Phases {
 		if p.OK == 0 || p.Errors != 0 {
 			t.Errorf("%s: %d ok, %d errors %v %v", p.Phase, p.OK, p.Errors, p.ErrorKinds, p.ErrorSamples)
+		}
+		if runtime.GOOS == "linux" && (p.CPU == nil || p.CPU.ProcessCores <= 0) {
+			t.Errorf("%s: CPU use not measured: %+v", p.Phase, p.CPU)
 		}
 		if p.Phase != PhaseCeiling && p.OfCeiling <= 0 {
 			t.Errorf("%s: no ratio to the ceiling", p.Phase)

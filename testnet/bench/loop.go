@@ -49,6 +49,17 @@ type PhaseResult struct {
 	Latency      Latency           `json:"latency"`
 	// OfCeiling is Rate over the ceiling phase's rate, when both ran.
 	OfCeiling float64 `json:"of_ceiling,omitempty"`
+	// CPU is the machine's CPU use during the window, where measurable.
+	CPU *CPUUse `json:"cpu,omitempty"`
+}
+
+// CPUUse is how busy the machine was during a measured window, in cores:
+// this process (node and generator when the node is in-process) and every
+// other process. Other load is what makes two runs on one machine differ;
+// a run with OtherCores well above zero is not a clean figure.
+type CPUUse struct {
+	ProcessCores float64 `json:"process_cores"`
+	OtherCores   float64 `json:"other_cores"`
 }
 
 // agentTally is one agent's counts; owned by its goroutine until the loop
@@ -76,12 +87,15 @@ func Loop(ctx context.Context, cfg LoopConfig, post Poster) PhaseResult {
 	expect := int(cfg.Duration.Seconds() * 2000)
 
 	coord := make(chan struct{})
+	var cpu cpuSample
+	opened := false
 	go func() {
 		defer close(coord)
 		t := time.NewTimer(cfg.Warmup)
 		defer t.Stop()
 		select {
 		case <-t.C:
+			cpu, opened = sampleCPU(), true
 			if cfg.OnMeasure != nil {
 				cfg.OnMeasure()
 			}
@@ -121,6 +135,9 @@ func Loop(ctx context.Context, cfg LoopConfig, post Poster) PhaseResult {
 	<-coord
 
 	res := PhaseResult{ErrorKinds: map[string]int64{}, ErrorSamples: map[string]string{}}
+	if opened {
+		res.CPU = cpu.since()
+	}
 	last := measure
 	recs := make([]*recorder, len(tallies))
 	for i, tl := range tallies {

@@ -38,8 +38,9 @@ type Options struct {
 	// RateLimitOff starts the in-process node without its rate limit.
 	RateLimitOff bool
 	// CPUProfile, when set, receives a CPU profile of the process during the
-	// http phase's measured window.
-	CPUProfile io.Writer
+	// measured window of ProfilePhase (default http).
+	CPUProfile   io.Writer
+	ProfilePhase string
 	// NodeLogger is the in-process node's logger; nil: discarded.
 	NodeLogger *slog.Logger
 	// Progress, when set, gets a line as each step starts.
@@ -55,6 +56,7 @@ func DefaultOptions() Options {
 		Duration:     10 * time.Second,
 		Phases:       []string{PhaseHTTP, PhaseMCP, PhaseCeiling},
 		RateLimitOff: true,
+		ProfilePhase: PhaseHTTP,
 	}
 }
 
@@ -168,21 +170,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		switch phase {
 		case PhaseHTTP:
 			post = HTTPPoster(client, base, agents)
-			if opts.CPUProfile != nil {
-				var perr error
-				profiling := false
-				cfg.OnMeasure = func() {
-					if perr = pprof.StartCPUProfile(opts.CPUProfile); perr == nil {
-						profiling = true
-					}
-				}
-				cleanup = func() error {
-					if profiling {
-						pprof.StopCPUProfile()
-					}
-					return perr
-				}
-			}
 		case PhaseMCP:
 			if err := MCPInitialize(ctx, client, base, agents[0].Token); err != nil {
 				return nil, fmt.Errorf("mcp initialize: %w", err)
@@ -198,14 +185,27 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			post = HTTPPoster(client, srv.URL, agents)
 			target = srv.URL + " (trivial JSON handler)"
 		}
+		var perr error
+		profiling := false
+		if opts.CPUProfile != nil && phase == opts.ProfilePhase {
+			cfg.OnMeasure = func() {
+				if perr = pprof.StartCPUProfile(opts.CPUProfile); perr == nil {
+					profiling = true
+				}
+			}
+		}
 		progress("phase %s: %d agents, %s warmup, %s measured", phase, opts.Concurrency, opts.Warmup, opts.Duration)
 		res := Loop(ctx, cfg, post)
 		res.Phase, res.Target = phase, target
+		if profiling {
+			pprof.StopCPUProfile()
+		}
 		client.CloseIdleConnections()
 		if cleanup != nil {
-			if err := cleanup(); err != nil {
-				return nil, fmt.Errorf("phase %s: %w", phase, err)
-			}
+			perr = errors.Join(perr, cleanup())
+		}
+		if perr != nil {
+			return nil, fmt.Errorf("phase %s: %w", phase, perr)
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -323,14 +323,17 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "node: %s\n\n", node)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tposts/s\tok\terrors\tp50 ms\tp90 ms\tp99 ms\tmax ms\tof ceiling\t")
+	fmt.Fprintln(tw, "phase\tposts/s\tok\terrors\tp50 ms\tp90 ms\tp99 ms\tmax ms\tof ceiling\tcores: this/other\t")
 	for _, p := range r.Phases {
-		of := "-"
+		of, cpu := "-", "-"
 		if p.OfCeiling > 0 {
 			of = fmt.Sprintf("%.1f %%", 100*p.OfCeiling)
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t\n", p.Phase, p.Rate, p.OK, p.Errors,
-			p.Latency.P50, p.Latency.P90, p.Latency.P99, p.Latency.Max, of)
+		if p.CPU != nil {
+			cpu = fmt.Sprintf("%.2f/%.2f", p.CPU.ProcessCores, p.CPU.OtherCores)
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t\n", p.Phase, p.Rate, p.OK, p.Errors,
+			p.Latency.P50, p.Latency.P90, p.Latency.P99, p.Latency.Max, of, cpu)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
