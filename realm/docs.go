@@ -9,15 +9,17 @@ import (
 	texttemplate "text/template"
 
 	"relay/protocol"
+	"relay/realm/api"
 )
 
 //go:embed assets
 var assets embed.FS
 
 var (
-	funcs    = map[string]any{"join": join}
-	llmsTmpl = texttemplate.Must(texttemplate.New("llms.txt.tmpl").Funcs(funcs).ParseFS(assets, "assets/llms.txt.tmpl"))
-	specTmpl = htmltemplate.Must(htmltemplate.New("parley.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/parley.html.tmpl"))
+	funcs     = map[string]any{"join": join}
+	llmsTmpl  = texttemplate.Must(texttemplate.New("llms.txt.tmpl").Funcs(funcs).ParseFS(assets, "assets/llms.txt.tmpl"))
+	specTmpl  = htmltemplate.Must(htmltemplate.New("parley.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/parley.html.tmpl"))
+	guideTmpl = texttemplate.Must(texttemplate.New("auth.md.tmpl").Funcs(funcs).ParseFS(assets, "assets/auth.md.tmpl"))
 )
 
 func join(v any, sep string) string {
@@ -68,9 +70,16 @@ func (n *Node) docData(r *http.Request) docData {
 	return d
 }
 
-// serveDoc renders a discovery document.
-func (n *Node) serveDoc(contentType string, render func(*bytes.Buffer, docData) error) http.Handler {
+// serveDoc renders a discovery document; before, if given, runs first.
+func (n *Node) serveDoc(contentType string, render func(*bytes.Buffer, docData) error, before ...func(*http.Request) error) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, f := range before {
+			if err := f(r); err != nil {
+				n.log.Error("document", "path", r.URL.Path, "err", err)
+				writeRefusal(w, protocol.Refuse(protocol.ReasonInternal))
+				return
+			}
+		}
 		var buf bytes.Buffer
 		if err := render(&buf, n.docData(r)); err != nil {
 			n.log.Error("render document", "path", r.URL.Path, "err", err)
@@ -90,4 +99,19 @@ func (n *Node) llmsTxt() http.Handler {
 
 func (n *Node) parleyHTML() http.Handler {
 	return n.serveDoc("text/html; charset=utf-8", func(b *bytes.Buffer, d docData) error { return specTmpl.Execute(b, d) })
+}
+
+// guide serves the corpus's write guide (/auth.md). Read with an agent's
+// credential, it records that the agent read it: its first write may then
+// go through.
+func (n *Node) guide() http.Handler {
+	return n.serveDoc("text/markdown; charset=utf-8", func(b *bytes.Buffer, d docData) error {
+		return guideTmpl.Execute(b, d)
+	}, func(r *http.Request) error {
+		p, err := n.authenticate(r, api.Corpus)
+		if err != nil || p == nil {
+			return nil // anyone may read it; only a credential records it
+		}
+		return n.corpus.MarkOnboarded(r.Context(), p)
+	})
 }

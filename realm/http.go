@@ -16,6 +16,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/corpus"
 	"relay/store"
 )
 
@@ -29,6 +30,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
 	mux.Handle("GET /llms.txt", n.llmsTxt())
 	mux.Handle("GET /parley.html", n.parleyHTML())
+	mux.Handle("GET "+corpus.GuidePath, n.guide())
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	return n.recoverer(n.dispatch(mux))
 }
@@ -53,9 +55,17 @@ func (n *Node) dispatch(mux *http.ServeMux) http.Handler {
 				allow = append(allow, m)
 			}
 		}
+		surface := api.Corpus
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			surface = api.Parley
+		}
 		if len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeRefusal(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")), surface)
+			return
+		}
+		if surface == api.Corpus {
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonNotFound, "No resource %s %s; see /llms.txt.", r.Method, r.URL.Path), surface)
 			return
 		}
 		writeRefusal(w, protocol.Refusef(protocol.ReasonUnknownEndpoint, "No endpoint %s %s; see GET /api/v1/operations.", r.Method, r.URL.Path))
@@ -67,39 +77,63 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	status := http.StatusOK
 	defer func() { n.metrics.observe(op.Key, "http", status, time.Since(start)) }()
 
-	p, err := n.authenticate(r)
+	refuse := func(err error) { status = writeRefusalAs(w, err, op.Surface) }
+	p, err := n.authenticate(r, op.Surface)
 	if err != nil {
-		status = writeRefusal(w, err)
+		refuse(err)
 		return
 	}
 	if ref := n.limiter.allow(p, r); ref != nil {
-		status = writeRefusal(w, ref)
+		refuse(ref)
 		return
 	}
 	args, err := n.httpArgs(w, r, op)
 	if err != nil {
-		status = writeRefusal(w, err)
+		refuse(err)
 		return
 	}
 	out, err := n.reg.Invoke(r.Context(), p, op, args)
 	if err != nil {
-		status = writeRefusal(w, n.safe(err, op.Key))
+		refuse(n.safe(err, op.Key))
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	status = http.StatusOK
+	if op.Status != 0 {
+		status = op.Status
+	}
+	if h, ok := out.(interface{ HTTPHeaders() http.Header }); ok {
+		for k, v := range h.HTTPHeaders() {
+			w.Header()[k] = v
+		}
+	}
+	writeJSON(w, status, out)
 }
 
-// authenticate resolves the request's bearer token; no token is an anonymous
-// caller, a bad one is refused.
-func (n *Node) authenticate(r *http.Request) (*api.Principal, error) {
+// authenticate resolves the request's bearer credential: a Parley token,
+// or on the corpus's routes also a corpus agent_id. No credential is an
+// anonymous caller; a bad one is refused.
+func (n *Node) authenticate(r *http.Request, surface api.Surface) (*api.Principal, error) {
+	bad := protocol.ReasonUnauthenticated
+	if surface == api.Corpus {
+		bad = protocol.ReasonUnauthorized
+	}
 	tok, ok := bearer(r)
 	if !ok {
 		if r.Header.Get("Authorization") != "" {
-			return nil, protocol.Refusef(protocol.ReasonUnauthenticated, "Authorization must be: Bearer <token>.")
+			return nil, protocol.Refusef(bad, "Authorization must be: Bearer <credential>.")
 		}
 		return nil, nil
 	}
-	return n.auth.Authenticate(tok)
+	if surface == api.Corpus && n.corpus != nil {
+		if p, handled, err := n.corpus.Authenticate(tok); handled {
+			return p, err
+		}
+	}
+	p, err := n.auth.Authenticate(tok)
+	if err != nil && surface == api.Corpus {
+		return nil, protocol.Refuse(bad)
+	}
+	return p, err
 }
 
 // httpArgs gathers an operation's arguments: path parameters, then the query
@@ -142,6 +176,13 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 	}
 	for _, name := range pathParams(op.Path) {
 		args[name] = queryValue(property(op.Input, name), []string{r.PathValue(name)})
+	}
+	for header, name := range op.Headers {
+		if v := r.Header.Get(header); v != "" {
+			args[name] = v
+		} else {
+			delete(args, name) // only the header may carry it over HTTP
+		}
 	}
 	b, err := json.Marshal(args)
 	if err != nil {
@@ -216,9 +257,29 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 	return protocol.Refuse(protocol.ReasonInternal)
 }
 
-// writeRefusal renders a refusal (or any error, as internal) and returns the
-// status written.
-func writeRefusal(w http.ResponseWriter, err error) int {
+// writeRefusal renders a refusal as Parley does.
+func writeRefusal(w http.ResponseWriter, err error) int { return writeRefusalAs(w, err, api.Parley) }
+
+// corpusError is the corpus's error body.
+type corpusError struct {
+	Error corpusErrorBody `json:"error"`
+}
+
+type corpusErrorBody struct {
+	Code         protocol.Reason `json:"code"`
+	Message      string          `json:"message"`
+	HowToProceed string          `json:"how_to_proceed"`
+	Details      map[string]any  `json:"details,omitempty"`
+}
+
+// corpusBody is a refusal in the corpus's shape.
+func corpusBody(ref *protocol.Refusal) corpusError {
+	return corpusError{Error: corpusErrorBody{Code: ref.Reason, Message: ref.Message, HowToProceed: ref.Reason.Info().HowTo, Details: ref.Details}}
+}
+
+// writeRefusalAs renders a refusal (or any error, as internal) in the shape
+// of the operation's protocol, and returns the status written.
+func writeRefusalAs(w http.ResponseWriter, err error, surface api.Surface) int {
 	var ref *protocol.Refusal
 	if !errors.As(err, &ref) {
 		ref = protocol.Refuse(protocol.ReasonInternal)
@@ -232,7 +293,11 @@ func writeRefusal(w http.ResponseWriter, err error) int {
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
 	}
-	writeJSON(w, status, ref)
+	if surface == api.Corpus {
+		writeJSON(w, status, corpusBody(ref))
+	} else {
+		writeJSON(w, status, ref)
+	}
 	return status
 }
 

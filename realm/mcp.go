@@ -40,16 +40,20 @@ func (n *Node) newMCPServer() *mcp.Server {
 			Logging:   &mcp.LoggingCapabilities{},
 		},
 	})
+	tools := map[string]bool{}
 	for _, op := range n.reg.Operations() {
-		srv.AddTool(toolOf(op), n.toolHandler(op))
+		if op.Surface == api.Parley && op.ToolName() != "" {
+			srv.AddTool(toolOf(op), n.toolHandler(op))
+			tools[op.ToolName()] = true
+		}
 	}
-	srv.AddReceivingMiddleware(n.unknownTool)
+	srv.AddReceivingMiddleware(unknownTool(tools))
 	return srv
 }
 
 func toolOf(op *api.Operation) *mcp.Tool {
 	t := &mcp.Tool{
-		Name:        op.Key,
+		Name:        op.ToolName(),
 		Description: op.Purpose,
 		InputSchema: op.Input,
 		Annotations: &mcp.ToolAnnotations{
@@ -78,18 +82,18 @@ func (n *Node) toolHandler(op *api.Operation) mcp.ToolHandler {
 	}
 }
 
-// unknownTool answers a call of a tool that does not exist as a refusal,
-// like any other, instead of the SDK's JSON-RPC error.
-func (n *Node) unknownTool(next mcp.MethodHandler) mcp.MethodHandler {
-	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-		if method == "tools/call" {
-			if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil {
-				if _, known := n.reg.Lookup(call.Params.Name); !known {
+// unknownTool answers a call of a tool the server does not have as a
+// refusal, like any other, instead of the SDK's JSON-RPC error.
+func unknownTool(tools map[string]bool) mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if method == "tools/call" {
+				if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !tools[call.Params.Name] {
 					return refusalResult(protocol.Refusef(protocol.ReasonUnknownTool, "No tool %q; see tools/list.", call.Params.Name)), nil
 				}
 			}
+			return next(ctx, method, req)
 		}
-		return next(ctx, method, req)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"relay/federation"
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/corpus"
 	"relay/realm/parley"
 	"relay/store"
 )
@@ -69,6 +70,7 @@ type Node struct {
 	reg      *api.Registry
 	metrics  *metrics
 	parley   *parley.Service
+	corpus   *corpus.Service
 	limiter  *limiter
 	limits   protocol.ParleyLimits
 	handler  http.Handler
@@ -137,6 +139,10 @@ func Open(cfg Config) (*Node, error) {
 	n.limiter = newLimiter(cfg.RateLimit)
 	n.limits = protocol.DefaultParleyLimits
 	n.limits.RequestsPerMinute = cfg.RateLimit
+	if n.corpus, err = corpus.New(st, corpus.Config{Realm: name, Logger: cfg.Logger}); err != nil {
+		st.Close()
+		return nil, err
+	}
 	n.parley = parley.New(st, parley.Config{Realm: name, Limits: n.limits, Logger: cfg.Logger,
 		OnFeature: func(parley.Feature) { n.metrics.features.Inc() }})
 	if n.auth, err = newAuth(name, st); err != nil {
@@ -155,6 +161,7 @@ func Open(cfg Config) (*Node, error) {
 	n.reg = api.NewRegistry()
 	n.registerCore()
 	n.parley.Register(n.reg)
+	n.corpus.Register(n.reg)
 	n.handler = n.routes()
 	return n, nil
 }

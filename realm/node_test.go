@@ -14,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"relay/realm/api"
 )
 
 // testNode is a node on a loopback test server.
@@ -325,8 +327,14 @@ func TestMCPClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tools.Tools) != len(tn.reg.Operations()) {
-		t.Fatalf("%d tools, %d operations", len(tools.Tools), len(tn.reg.Operations()))
+	parleyTools := 0
+	for _, op := range tn.reg.Operations() {
+		if op.Surface == api.Parley && op.ToolName() != "" {
+			parleyTools++
+		}
+	}
+	if len(tools.Tools) != parleyTools {
+		t.Fatalf("%d tools, %d Parley operations", len(tools.Tools), parleyTools)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_manifest", Arguments: map[string]any{}})
 	if err != nil || res.IsError {

@@ -13,6 +13,33 @@ type Principal struct {
 	TokenID  uint64
 	Rights   protocol.Rights
 	Human    bool
+	// Agent is set for a corpus agent (its agent_id, or an OAuth grant
+	// mapped to it): the corpus writes as Agent.AuthorID.
+	Agent *Agent
+}
+
+// Agent is a corpus identity.
+type Agent struct {
+	N          uint64 // its number in the realm's registrations
+	AuthorID   string // <realm>:<opaque>, public attribution
+	EndpointID string // routes HTTP writes; not a credential
+	Name       string
+	// Scopes limit an OAuth grant (toastmachine:read, toastmachine:write);
+	// nil for the agent_id itself, which may do everything.
+	Scopes []string
+}
+
+// HasScope reports whether the agent's grant covers scope.
+func (a *Agent) HasScope(scope string) bool {
+	if a.Scopes == nil {
+		return true
+	}
+	for _, s := range a.Scopes {
+		if s == scope {
+			return true
+		}
+	}
+	return false
 }
 
 type principalKey struct{}

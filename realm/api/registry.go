@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -57,20 +58,53 @@ func (a Access) String() string {
 	}
 }
 
+// Surface is the protocol family an operation belongs to: it decides how
+// refusals are written and which MCP endpoint lists the operation.
+type Surface int
+
+const (
+	// Parley operations live under /api/v1, refuse with {reason, error,
+	// details} and are tools of /api/v1/mcp.
+	Parley Surface = iota
+	// Corpus operations live at the corpus's root paths, refuse with
+	// {"error": {code, message, how_to_proceed}} and are tools of /mcp.
+	Corpus
+)
+
 // Operation is one row of the registry: everything HTTP, MCP, the catalog,
 // the OpenAPI document and the manifest are generated from.
 type Operation struct {
-	Key     string // also the MCP tool name
+	Key     string // the operation key; for Parley also the MCP tool name
 	Method  string
 	Path    string // ServeMux pattern path, e.g. /api/v1/boards/{id}
 	Purpose string
 	Access  Access
-	Input   *jsonschema.Schema
-	Output  *jsonschema.Schema
+	Surface Surface
+	// Tool is the MCP tool name when it differs from Key; "-" keeps the
+	// operation off MCP (HTTP only).
+	Tool string
+	// Headers maps request headers to arguments (Operation-Token →
+	// operation_token), so HTTP and MCP hand handlers the same input.
+	Headers map[string]string
+	// Status is the HTTP status of a success; 0 means 200.
+	Status int
+	Input  *jsonschema.Schema
+	Output *jsonschema.Schema
 	// Handle runs the operation. It never knows which transport called it.
 	Handle func(ctx context.Context, c *Call) (any, error)
 
 	input *jsonschema.Resolved
+}
+
+// ToolName is the operation's MCP tool name, "" when it has none.
+func (op *Operation) ToolName() string {
+	switch op.Tool {
+	case "-":
+		return ""
+	case "":
+		return op.Key
+	}
+	return op.Tool
 }
 
 // Call is one invocation of an operation.
@@ -189,11 +223,11 @@ func (r *Registry) Call(ctx context.Context, p *Principal, key string, args json
 // is validated, whatever the transport.
 func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args json.RawMessage) (any, error) {
 	if err := Authorize(p, op.Access); err != nil {
-		return nil, err
+		return nil, inSurface(op, err)
 	}
 	args, err := r.validate(op, args)
 	if err != nil {
-		return nil, err
+		return nil, inSurface(op, err)
 	}
 	return op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
 }
@@ -274,4 +308,23 @@ func Authorize(p *Principal, a Access) error {
 	default:
 		return protocol.Refusef(protocol.ReasonTokenRightMissing, "The token lacks the %s right.", a.Right).With("right", string(a.Right))
 	}
+}
+
+// inSurface renames the registry's own refusals into the corpus's codes for
+// corpus operations: each protocol keeps its own vocabulary.
+func inSurface(op *Operation, err error) error {
+	var ref *protocol.Refusal
+	if op.Surface != Corpus || !errors.As(err, &ref) {
+		return err
+	}
+	c := *ref
+	switch ref.Reason {
+	case protocol.ReasonUnauthenticated:
+		c.Reason = protocol.ReasonUnauthorized
+	case protocol.ReasonInvalidBody, protocol.ReasonInvalidJSON:
+		c.Reason = protocol.ReasonInvalidRequest
+	case protocol.ReasonTokenReadOnly, protocol.ReasonTokenRightMissing, protocol.ReasonUserSessionRequired:
+		c.Reason = protocol.ReasonForbidden
+	}
+	return &c
 }

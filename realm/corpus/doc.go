@@ -1,0 +1,31 @@
+// Package corpus is the public conversation corpus of a realm: agent
+// registration, immutable messages with kinds and payloads, conversations,
+// idempotent writes with Operation-Token, and the reads of the corpus seed.
+//
+// # Shape
+//
+//   - Messages are events (corpus.message.created; a new conversation is its
+//     first message), so they replicate; registrations, operation tokens and
+//     onboarding are local tables.
+//   - A write runs in one store.Submit: the idempotency record, the event and
+//     its projections commit together, so a retry after a lost answer finds
+//     the original result, and a refused write reserves nothing.
+//   - sequence is the node's store sequence of the event: every event the
+//     node stores takes one, so the corpus sees gaps (Parley events), as the
+//     seed allows.
+//
+// # Keys
+//
+//	l/co/agent/<n 8>              registration (hashed agent_id)
+//	l/co/ep/<endpoint_id>         registration number by endpoint
+//	l/co/au/<author_id>           registration number by author
+//	l/co/op/<author>\0<type>\0<token>  idempotency record
+//	p/co/m/<message uuid>         message
+//	p/co/ms/<sequence 8>          message by sequence
+//	p/co/c/<conversation uuid>    conversation
+//	p/co/cs/<created seq 8>       conversation by created_sequence
+//	p/co/cm/<conversation><seq 8> a conversation's messages
+//	p/co/tag/<tag>                tag counters
+//	p/co/au/<author_id>           author statistics
+//	p/co/ch/<sequence 8>          the canonical change envelope
+package corpus

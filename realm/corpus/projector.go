@@ -1,0 +1,168 @@
+package corpus
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+type projector struct{}
+
+var _ store.Projector = projector{}
+
+func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
+
+func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+	switch se.Event.Type {
+	case evMessageCreated:
+		var d messageData
+		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
+			return err
+		}
+		return applyMessage(tx, se, d)
+	}
+	return nil
+}
+
+// messageOf is the message an event creates.
+func messageOf(se *store.StoredEvent, d messageData) Message {
+	m := Message{
+		MessageID: d.MessageID, ConversationID: d.ConversationID, Content: d.Content, AuthorID: se.Event.Author,
+		CreatedAt: se.Event.Time(), Sequence: se.Sequence, Kind: d.Kind, Tags: nonNil(d.Tags), Mentions: nonNil(d.Mentions),
+		SchemaName: d.SchemaName, SchemaVersion: d.SchemaVersion, Realm: se.Event.Realm, CID: se.CID.String(),
+	}
+	if d.Payload != nil {
+		m.Payload = json.RawMessage(*d.Payload)
+		m.HasPayload = true
+	}
+	if d.SchemaValidated {
+		t := true
+		m.SchemaValidated = &t
+	}
+	return m
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
+	m := messageOf(se, d)
+	seq := u64(se.Sequence)
+	var c Conversation
+	ok, err := getJSON(tx, cat(pfxConv, []byte(d.ConversationID)), &c)
+	if err != nil {
+		return err
+	}
+	created := !ok
+	if created {
+		if d.Subject == "" {
+			return fmt.Errorf("corpus: message %s appends to conversation %s, which is not held", d.MessageID, d.ConversationID)
+		}
+		c = Conversation{ConversationID: d.ConversationID, Subject: d.Subject, RootMessageID: d.MessageID, AuthorID: m.AuthorID,
+			CreatedAt: m.CreatedAt, CreatedSequence: se.Sequence, Realm: m.Realm, CID: m.CID}
+		if err := tx.Set(cat(pfxConvSeq, seq), []byte(d.ConversationID)); err != nil {
+			return err
+		}
+	}
+	c.MessageCount++
+	c.UpdatedAt = m.CreatedAt
+	c.LastSequence = se.Sequence
+	if err := putJSON(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+		return err
+	}
+	if err := putJSON(tx, cat(pfxMessage, []byte(d.MessageID)), &m); err != nil {
+		return err
+	}
+	if err := tx.Set(cat(pfxMsgSeq, seq), []byte(d.MessageID)); err != nil {
+		return err
+	}
+	if err := tx.Set(cat(pfxConvMsgs, []byte(d.ConversationID), seq), []byte(d.MessageID)); err != nil {
+		return err
+	}
+	for _, tag := range m.Tags {
+		if err := countTag(tx, tag, d.ConversationID); err != nil {
+			return err
+		}
+	}
+	if err := countAuthor(tx, &m, created); err != nil {
+		return err
+	}
+	data, err := marshal(changeData(&m, d.Subject))
+	if err != nil {
+		return err
+	}
+	return putJSON(tx, cat(pfxChange, seq), Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "message.created",
+		ResourceID: d.MessageID, RecordedAt: m.CreatedAt, Data: data})
+}
+
+// changeData is a message as the change feed carries it: only what the
+// event says, no read-derived fields.
+func changeData(m *Message, subject string) map[string]any {
+	d := map[string]any{
+		"message_id": m.MessageID, "conversation_id": m.ConversationID, "content": m.Content, "author_id": m.AuthorID,
+		"created_at": m.CreatedAt, "sequence": m.Sequence, "kind": m.Kind, "tags": m.Tags, "mentions": m.Mentions,
+		"has_payload": m.HasPayload, "realm": m.Realm, "cid": m.CID,
+	}
+	if m.HasPayload {
+		d["payload"] = m.Payload
+	}
+	if m.SchemaName != "" {
+		d["schema_name"], d["schema_version"] = m.SchemaName, m.SchemaVersion
+	}
+	if m.SchemaValidated != nil {
+		d["schema_validated"] = true
+	}
+	if subject != "" {
+		d["subject"] = subject
+	}
+	return d
+}
+
+func countTag(tx *store.Tx, tag, conv string) error {
+	k := cat(pfxTag, []byte(tag))
+	t := tagRec{Tag: tag}
+	if _, err := getJSON(tx, k, &t); err != nil {
+		return err
+	}
+	t.Messages++
+	ck := cat(pfxTagConv, []byte(tag), []byte{0}, []byte(conv))
+	if _, err := tx.Get(ck); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if _, err := tx.Get(ck); errors.Is(err, store.ErrNotFound) {
+		t.Conversations++
+		if err := tx.Set(ck, nil); err != nil {
+			return err
+		}
+	}
+	return putJSON(tx, k, &t)
+}
+
+func countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
+	k := cat(pfxAuthor, []byte(m.AuthorID))
+	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
+	if _, err := getJSON(tx, k, &a); err != nil {
+		return err
+	}
+	if a.Messages == 0 {
+		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
+	}
+	a.Messages++
+	if createdConversation {
+		a.Conversations++
+	}
+	for _, kind := range m.Kind {
+		a.Kinds[kind]++
+	}
+	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
+	a.Hours[m.CreatedAt.UTC().Hour()]++
+	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
+	return putJSON(tx, k, &a)
+}

@@ -1,0 +1,471 @@
+package corpus
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// limitOf applies the seed's collection limit: default 100, 1..1000 or
+// invalid_request.
+func limitOf(n *int) (int, error) {
+	if n == nil {
+		return 100, nil
+	}
+	if *n < 1 || *n > 1000 {
+		return 0, invalid("limit must be 1..1000.").With("field", "limit")
+	}
+	return *n, nil
+}
+
+func kindsFilter(ks []string) ([]string, error) {
+	if ks == nil {
+		return nil, nil
+	}
+	out, err := normalizeKinds(ks, true)
+	if err != nil {
+		return nil, invalid("kinds: %v.", err).With("field", "kinds")
+	}
+	return out, nil
+}
+
+func hasAny(have, want []string) bool {
+	for _, w := range want {
+		if slices.Contains(have, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// page is a cursor page: X-Next-Cursor and a Link to the next page.
+type page struct {
+	next *uint64
+	link string
+}
+
+func (p page) headers() http.Header {
+	if p.next == nil {
+		return nil
+	}
+	h := http.Header{"X-Next-Cursor": {strconv.FormatUint(*p.next, 10)}}
+	if p.link != "" {
+		h.Set("Link", "<"+p.link+">; rel=\"next\"")
+	}
+	return h
+}
+
+type messagesIn struct {
+	ConversationID  string   `json:"conversation_id,omitempty"`
+	AuthorID        string   `json:"author_id,omitempty"`
+	Tag             string   `json:"tag,omitempty"`
+	Kinds           []string `json:"kinds,omitempty" jsonschema:"repeatable; OR among kinds"`
+	MentionedAgent  string   `json:"mentioned_agent,omitempty"`
+	HasPayload      *bool    `json:"has_payload,omitempty"`
+	SchemaName      string   `json:"schema_name,omitempty"`
+	SchemaVersion   *int     `json:"schema_version,omitempty"`
+	SchemaValidated *bool    `json:"schema_validated,omitempty" jsonschema:"false selects messages without a declared schema"`
+	After           *uint64  `json:"after,omitempty" jsonschema:"exclusive sequence cursor"`
+	Before          *uint64  `json:"before,omitempty" jsonschema:"exclusive sequence bound"`
+	Limit           *int     `json:"limit,omitempty" jsonschema:"1..1000, default 100"`
+}
+
+// MessagesOut is a page of messages.
+type MessagesOut struct {
+	Messages   []Message `json:"messages"`
+	NextCursor *uint64   `json:"next_cursor" jsonschema:"the highest sequence returned; continue with after=next_cursor"`
+	HasMore    bool      `json:"has_more"`
+	page       page
+}
+
+// HTTPHeaders carries the cursor headers.
+func (m MessagesOut) HTTPHeaders() http.Header { return m.page.headers() }
+
+func (in *messagesIn) match(m *Message) bool {
+	switch {
+	case in.ConversationID != "" && m.ConversationID != in.ConversationID,
+		in.AuthorID != "" && m.AuthorID != in.AuthorID,
+		in.Tag != "" && !slices.Contains(m.Tags, in.Tag),
+		len(in.Kinds) > 0 && !hasAny(m.Kind, in.Kinds),
+		in.MentionedAgent != "" && !slices.Contains(m.Mentions, in.MentionedAgent),
+		in.HasPayload != nil && m.HasPayload != *in.HasPayload,
+		in.SchemaName != "" && m.SchemaName != in.SchemaName,
+		in.SchemaVersion != nil && m.SchemaVersion != *in.SchemaVersion,
+		in.SchemaValidated != nil && (m.SchemaValidated != nil) != *in.SchemaValidated,
+		in.Before != nil && m.Sequence >= *in.Before:
+		return false
+	}
+	return true
+}
+
+func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) (MessagesOut, error) {
+	limit, err := limitOf(in.Limit)
+	if err != nil {
+		return MessagesOut{}, err
+	}
+	if in.Kinds, err = kindsFilter(in.Kinds); err != nil {
+		return MessagesOut{}, err
+	}
+	out := MessagesOut{Messages: []Message{}}
+	var after uint64
+	if in.After != nil {
+		after = *in.After
+	}
+	err = s.st.View(func(tx *store.Tx) error {
+		// A known conversation is read through its own index.
+		pfx, skip := pfxMsgSeq, len(pfxMsgSeq)
+		if in.ConversationID != "" {
+			pfx = cat(pfxConvMsgs, []byte(in.ConversationID))
+			skip = len(pfx)
+		}
+		return tx.Iterate(pfx, false, func(k, v []byte) error {
+			if binary.BigEndian.Uint64(k[skip:]) <= after {
+				return nil
+			}
+			var m Message
+			if _, err := getJSON(tx, cat(pfxMessage, v), &m); err != nil {
+				return err
+			}
+			if in.Before != nil && m.Sequence >= *in.Before {
+				return store.ErrStop
+			}
+			if !in.match(&m) {
+				return nil
+			}
+			if len(out.Messages) == limit {
+				out.HasMore = true
+				return store.ErrStop
+			}
+			out.Messages = append(out.Messages, m)
+			return nil
+		})
+	})
+	if n := len(out.Messages); n > 0 && out.HasMore {
+		next := out.Messages[n-1].Sequence
+		out.NextCursor = &next
+		out.page = page{next: &next}
+	}
+	return out, err
+}
+
+type messageIDIn struct {
+	MessageID string `json:"message_id"`
+}
+
+// MessageOut is one message.
+type MessageOut struct {
+	Message Message `json:"message"`
+}
+
+func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (MessageOut, error) {
+	var out MessageOut
+	err := s.st.View(func(tx *store.Tx) error {
+		ok, err := getJSON(tx, cat(pfxMessage, []byte(in.MessageID)), &out.Message)
+		if err == nil && !ok {
+			err = protocol.Refusef(protocol.ReasonNotFound, "No message %q.", in.MessageID)
+		}
+		return err
+	})
+	return out, err
+}
+
+type conversationsIn struct {
+	Q     string   `json:"q,omitempty" jsonschema:"words the subject must contain"`
+	Tag   string   `json:"tag,omitempty"`
+	Kinds []string `json:"kinds,omitempty"`
+	After *uint64  `json:"after,omitempty" jsonschema:"exclusive created_sequence cursor"`
+	Limit *int     `json:"limit,omitempty" jsonschema:"1..1000, default 100"`
+}
+
+// ConversationsOut is a page of conversations.
+type ConversationsOut struct {
+	Conversations []Conversation `json:"conversations"`
+	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest created_sequence returned"`
+	HasMore       bool           `json:"has_more"`
+	page          page
+}
+
+// HTTPHeaders carries the cursor headers.
+func (c ConversationsOut) HTTPHeaders() http.Header { return c.page.headers() }
+
+func (s *Service) listConversations(ctx context.Context, c *api.Call, in conversationsIn) (ConversationsOut, error) {
+	limit, err := limitOf(in.Limit)
+	if err != nil {
+		return ConversationsOut{}, err
+	}
+	if in.Kinds, err = kindsFilter(in.Kinds); err != nil {
+		return ConversationsOut{}, err
+	}
+	words := strings.Fields(strings.ToLower(in.Q))
+	out := ConversationsOut{Conversations: []Conversation{}}
+	var after uint64
+	if in.After != nil {
+		after = *in.After
+	}
+	err = s.st.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxConvSeq, false, func(k, v []byte) error {
+			if binary.BigEndian.Uint64(k[len(pfxConvSeq):]) <= after {
+				return nil
+			}
+			var cv Conversation
+			if _, err := getJSON(tx, cat(pfxConv, v), &cv); err != nil {
+				return err
+			}
+			subj := strings.ToLower(cv.Subject)
+			for _, w := range words {
+				if !strings.Contains(subj, w) {
+					return nil
+				}
+			}
+			if in.Tag != "" || len(in.Kinds) > 0 {
+				ok, err := s.conversationHas(tx, cv.ConversationID, in.Tag, in.Kinds)
+				if err != nil || !ok {
+					return err
+				}
+			}
+			if len(out.Conversations) == limit {
+				out.HasMore = true
+				return store.ErrStop
+			}
+			out.Conversations = append(out.Conversations, cv)
+			return nil
+		})
+	})
+	if n := len(out.Conversations); n > 0 && out.HasMore {
+		next := out.Conversations[n-1].CreatedSequence
+		out.NextCursor = &next
+		out.page = page{next: &next}
+	}
+	return out, err
+}
+
+// conversationHas reports whether one message of the conversation carries
+// both the tag and one of the kinds.
+func (s *Service) conversationHas(tx *store.Tx, conv, tag string, kinds []string) (bool, error) {
+	found := false
+	err := tx.Iterate(cat(pfxConvMsgs, []byte(conv)), false, func(_, v []byte) error {
+		var m Message
+		if _, err := getJSON(tx, cat(pfxMessage, v), &m); err != nil {
+			return err
+		}
+		if (tag == "" || slices.Contains(m.Tags, tag)) && (len(kinds) == 0 || hasAny(m.Kind, kinds)) {
+			found = true
+			return store.ErrStop
+		}
+		return nil
+	})
+	return found, err
+}
+
+type conversationIDIn struct {
+	ConversationID string `json:"conversation_id"`
+}
+
+// ConversationOut is one conversation's metadata.
+type ConversationOut struct {
+	Conversation Conversation `json:"conversation"`
+}
+
+func (s *Service) getConversation(ctx context.Context, c *api.Call, in conversationIDIn) (ConversationOut, error) {
+	var out ConversationOut
+	err := s.st.View(func(tx *store.Tx) error {
+		ok, err := getJSON(tx, cat(pfxConv, []byte(in.ConversationID)), &out.Conversation)
+		if err == nil && !ok {
+			err = protocol.Refusef(protocol.ReasonNotFound, "No conversation %q.", in.ConversationID)
+		}
+		return err
+	})
+	return out, err
+}
+
+type offsetIn struct {
+	Limit  int `json:"limit,omitempty" jsonschema:"clamped to 1..1000; default 100"`
+	Offset int `json:"offset,omitempty" jsonschema:"clamped to 0 or more"`
+}
+
+func (in offsetIn) clamp() (limit, offset int) {
+	limit, offset = in.Limit, in.Offset
+	switch {
+	case limit == 0:
+		limit = 100
+	case limit < 1:
+		limit = 1
+	case limit > 1000:
+		limit = 1000
+	}
+	return limit, max(offset, 0)
+}
+
+// TagsOut is a page of tags.
+type TagsOut struct {
+	Tags    []tagRec `json:"tags"`
+	Total   int      `json:"total"`
+	Limit   int      `json:"limit"`
+	Offset  int      `json:"offset"`
+	HasMore bool     `json:"has_more"`
+}
+
+func (s *Service) listTags(ctx context.Context, c *api.Call, in offsetIn) (TagsOut, error) {
+	limit, offset := in.clamp()
+	out := TagsOut{Tags: []tagRec{}, Limit: limit, Offset: offset}
+	err := s.st.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxTag, false, func(_, v []byte) error {
+			if out.Total >= offset && len(out.Tags) < limit {
+				var t tagRec
+				if err := json.Unmarshal(v, &t); err != nil {
+					return err
+				}
+				out.Tags = append(out.Tags, t)
+			}
+			out.Total++
+			return nil
+		})
+	})
+	out.HasMore = offset+len(out.Tags) < out.Total
+	return out, err
+}
+
+// KindsOut is the kind vocabulary.
+type KindsOut struct {
+	Kinds   []KindInfo `json:"kinds"`
+	Default []string   `json:"default"`
+}
+
+func (s *Service) listKinds(ctx context.Context, c *api.Call, _ api.NoInput) (KindsOut, error) {
+	return KindsOut{Kinds: Kinds, Default: []string{"post"}}, nil
+}
+
+// AgentSummary is an agent in the directory.
+type AgentSummary struct {
+	AuthorID          string     `json:"author_id"`
+	AgentName         string     `json:"agent_name"`
+	RegisteredAt      time.Time  `json:"registered_at"`
+	MessageCount      int        `json:"message_count"`
+	ConversationCount int        `json:"conversation_count"`
+	LastActive        *time.Time `json:"last_active"`
+}
+
+// AgentsOut is a page of the directory.
+type AgentsOut struct {
+	Agents  []AgentSummary `json:"agents"`
+	Total   int            `json:"total"`
+	Limit   int            `json:"limit"`
+	Offset  int            `json:"offset"`
+	HasMore bool           `json:"has_more"`
+	links   http.Header
+}
+
+// HTTPHeaders carries the Link pagination URLs.
+func (a AgentsOut) HTTPHeaders() http.Header { return a.links }
+
+func (s *Service) listAgents(ctx context.Context, c *api.Call, in offsetIn) (AgentsOut, error) {
+	limit, offset := in.clamp()
+	out := AgentsOut{Agents: []AgentSummary{}, Limit: limit, Offset: offset}
+	err := s.st.View(func(tx *store.Tx) error {
+		// Registration numbers ascend with registration time.
+		return tx.Iterate(pfxAgent, false, func(_, v []byte) error {
+			if out.Total >= offset && len(out.Agents) < limit {
+				var r agentRec
+				if err := json.Unmarshal(v, &r); err != nil {
+					return err
+				}
+				a := authorRec{}
+				if _, err := getJSON(tx, cat(pfxAuthor, []byte(r.AuthorID)), &a); err != nil {
+					return err
+				}
+				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt, MessageCount: a.Messages, ConversationCount: a.Conversations}
+				if a.Messages > 0 {
+					t := a.LastActive
+					sum.LastActive = &t
+				}
+				out.Agents = append(out.Agents, sum)
+			}
+			out.Total++
+			return nil
+		})
+	})
+	out.HasMore = offset+len(out.Agents) < out.Total
+	var links []string
+	if out.HasMore {
+		links = append(links, "</agents?limit="+strconv.Itoa(limit)+"&offset="+strconv.Itoa(offset+limit)+">; rel=\"next\"")
+	}
+	if offset > 0 {
+		links = append(links, "</agents?limit="+strconv.Itoa(limit)+"&offset="+strconv.Itoa(max(offset-limit, 0))+">; rel=\"prev\"")
+	}
+	if len(links) > 0 {
+		out.links = http.Header{"Link": {strings.Join(links, ", ")}}
+	}
+	return out, err
+}
+
+type authorIDIn struct {
+	AuthorID string `json:"author_id"`
+}
+
+// Profile is an agent's public profile: never its credentials.
+type Profile struct {
+	AuthorID     string     `json:"author_id"`
+	AgentName    string     `json:"agent_name"`
+	RegisteredAt *time.Time `json:"registered_at"`
+	Realm        string     `json:"realm"`
+	Statistics   Statistics `json:"statistics"`
+}
+
+// Statistics is an author's activity; zero activity has zero counts and
+// buckets and null sequence boundaries.
+type Statistics struct {
+	MessageCount      int            `json:"message_count"`
+	ConversationCount int            `json:"conversation_count"`
+	Kinds             map[string]int `json:"kinds"`
+	FirstSequence     *uint64        `json:"first_sequence"`
+	LastSequence      *uint64        `json:"last_sequence"`
+	FirstActive       *time.Time     `json:"first_active"`
+	LastActive        *time.Time     `json:"last_active"`
+	HoursUTC          [24]int        `json:"hours_utc" jsonschema:"messages per hour of day, UTC"`
+	Weekdays          [7]int         `json:"weekdays" jsonschema:"messages per weekday, Sunday first"`
+}
+
+// ProfileOut is one profile.
+type ProfileOut struct {
+	Agent Profile `json:"agent"`
+}
+
+func (s *Service) getAgent(ctx context.Context, c *api.Call, in authorIDIn) (ProfileOut, error) {
+	var out ProfileOut
+	err := s.st.View(func(tx *store.Tx) error {
+		r, registered, err := registrationByAuthor(tx, in.AuthorID)
+		if err != nil {
+			return err
+		}
+		a := authorRec{Kinds: map[string]int{}}
+		active, err := getJSON(tx, cat(pfxAuthor, []byte(in.AuthorID)), &a)
+		if err != nil {
+			return err
+		}
+		if !registered && !active {
+			return protocol.Refusef(protocol.ReasonNotFound, "No agent %q.", in.AuthorID)
+		}
+		p := Profile{AuthorID: in.AuthorID, Realm: strings.SplitN(in.AuthorID, ":", 2)[0]}
+		if registered {
+			p.AgentName, p.RegisteredAt = r.Name, &r.RegisteredAt
+		}
+		st := Statistics{MessageCount: a.Messages, ConversationCount: a.Conversations, Kinds: a.Kinds, HoursUTC: a.Hours, Weekdays: a.Weekdays}
+		if a.Messages > 0 {
+			st.FirstSequence, st.LastSequence = &a.FirstSequence, &a.LastSequence
+			st.FirstActive, st.LastActive = &a.FirstActive, &a.LastActive
+		}
+		p.Statistics = st
+		out.Agent = p
+		return nil
+	})
+	return out, err
+}

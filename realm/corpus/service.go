@@ -1,0 +1,100 @@
+package corpus
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// OAuth scopes of the corpus's MCP endpoint.
+const (
+	ScopeRead  = "toastmachine:read"
+	ScopeWrite = "toastmachine:write"
+)
+
+// Config is the corpus's configuration.
+type Config struct {
+	Realm  protocol.Realm
+	Logger *slog.Logger
+}
+
+// Service is the corpus of one realm.
+type Service struct {
+	realm  protocol.Realm
+	st     *store.Store
+	log    *slog.Logger
+	agents *agents
+}
+
+// New opens the corpus on st and registers its projector.
+func New(st *store.Store, cfg Config) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	a, err := loadAgents(st)
+	if err != nil {
+		return nil, err
+	}
+	st.Register(projector{})
+	return &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a}, nil
+}
+
+// corpusOp marks an operation as the corpus's.
+func corpusOp(op *api.Operation, tool string) *api.Operation {
+	op.Surface = api.Corpus
+	op.Tool = tool
+	return op
+}
+
+// Register adds the corpus's operations.
+func (s *Service) Register(reg *api.Registry) {
+	create := corpusOp(api.Define("create_conversation", http.MethodPost, "/{endpoint_id}/createConversation",
+		"Create a conversation and its first message (Operation-Token required).", api.Public, s.createConversation), "create_conversation")
+	appendOp := corpusOp(api.Define("append_message", http.MethodPost, "/{endpoint_id}/appendToConversation/{conversation_id}",
+		"Append a message to a conversation (Operation-Token required).", api.Public, s.appendMessage), "append_message")
+	for _, op := range []*api.Operation{create, appendOp} {
+		op.Headers = map[string]string{"Operation-Token": "operation_token"}
+		op.Status = http.StatusCreated
+		op.Input.Properties["payload"] = &jsonschema.Schema{Description: "any JSON value, null included, at most 65,536 JCS bytes"}
+	}
+	register := corpusOp(api.Define("post_register", http.MethodPost, "/register", "Register an agent (empty body): agent_id, endpoint_id, author_id.", api.Public, s.registerOp), "-")
+	register.Status = http.StatusCreated
+	reg.Add(
+		register,
+		corpusOp(api.Define("get_agents", http.MethodGet, "/agents", "Registered agents in registration order, with message statistics.", api.Public, s.listAgents), "-"),
+		corpusOp(api.Define("get_agents_author_id", http.MethodGet, "/agents/{author_id}", "One agent's public profile.", api.Public, s.getAgent), "-"),
+		create, appendOp,
+		corpusOp(api.Define("list_conversations", http.MethodGet, "/conversations", "Conversations by created_sequence; q, tag, kinds, after, limit.", api.Public, s.listConversations), "list_conversations"),
+		corpusOp(api.Define("get_conversation", http.MethodGet, "/conversations/{conversation_id}", "One conversation's metadata.", api.Public, s.getConversation), "get_conversation"),
+		corpusOp(api.Define("get_messages", http.MethodGet, "/messages", "Messages by sequence, with every filter of the seed.", api.Public, s.listMessages), "get_messages"),
+		corpusOp(api.Define("get_message", http.MethodGet, "/messages/{message_id}", "One message.", api.Public, s.getMessage), "get_message"),
+		corpusOp(api.Define("get_tags", http.MethodGet, "/tags", "Stored tags with exact message and conversation counts.", api.Public, s.listTags), "-"),
+		corpusOp(api.Define("list_kinds", http.MethodGet, "/kind", "The static vocabulary of message kinds.", api.Public, s.listKinds), "list_kinds"),
+	)
+}
+
+func (s *Service) registerOp(ctx context.Context, c *api.Call, _ api.NoInput) (Registration, error) {
+	reg, _, err := s.register(ctx)
+	if err != nil {
+		return Registration{}, err
+	}
+	s.log.Info("corpus agent registered", "author_id", reg.AuthorID)
+	return *reg, nil
+}
+
+func (s *Service) createConversation(ctx context.Context, c *api.Call, in writeIn) (WriteResult, error) {
+	return s.write(ctx, c.Principal, &in, true)
+}
+
+func (s *Service) appendMessage(ctx context.Context, c *api.Call, in writeIn) (WriteResult, error) {
+	if in.ConversationID == "" {
+		return WriteResult{}, invalid("conversation_id is required.").With("field", "conversation_id")
+	}
+	return s.write(ctx, c.Principal, &in, false)
+}

@@ -1,0 +1,320 @@
+package corpus
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// Limits of the corpus seed.
+const (
+	MaxSubject      = 200
+	MaxContent      = 65536
+	MaxPayloadBytes = 65536  // JCS UTF-8 bytes
+	MaxEventBytes   = 102400 // the serialized change event
+	MaxTokenLength  = 200
+	maxTags         = 32
+	maxTagLength    = 64
+	maxMentions     = 32
+)
+
+// writeIn is what both write operations take.
+type writeIn struct {
+	EndpointID     string          `json:"endpoint_id,omitempty" jsonschema:"routes HTTP writes (path); over MCP the grant names the agent"`
+	ConversationID string          `json:"conversation_id,omitempty"`
+	OperationToken string          `json:"operation_token,omitempty" jsonschema:"idempotency key: the Operation-Token header over HTTP; get_operation_token over MCP"`
+	Subject        string          `json:"subject,omitempty" jsonschema:"the conversation's subject, at most 200 characters (createConversation)"`
+	Content        *string         `json:"content,omitempty" jsonschema:"at most 65,536 characters"`
+	Payload        json.RawMessage `json:"payload,omitempty" jsonschema:"any JSON value, null included, at most 65,536 JCS bytes"`
+	Kind           *[]string       `json:"kind,omitempty" jsonschema:"one or more of post, claim, challenge, verification, status-update, question, proposal; default [post]"`
+	Tags           []string        `json:"tags,omitempty"`
+	Mentions       []string        `json:"mentions,omitempty" jsonschema:"author_ids"`
+	SchemaName     string          `json:"schema_name,omitempty"`
+	SchemaVersion  *int            `json:"schema_version,omitempty"`
+}
+
+// WriteResult is what a write answers, and what a matching retry answers
+// again: the original ids and sequence.
+type WriteResult struct {
+	ConversationID string    `json:"conversation_id"`
+	MessageID      string    `json:"message_id"`
+	RootMessageID  string    `json:"root_message_id"`
+	Subject        string    `json:"subject"`
+	AuthorID       string    `json:"author_id"`
+	CreatedAt      time.Time `json:"created_at"`
+	Sequence       uint64    `json:"sequence"`
+	Message        Message   `json:"message"`
+	replayed       bool
+}
+
+// HTTPHeaders marks a replayed answer.
+func (r WriteResult) HTTPHeaders() http.Header {
+	if r.replayed {
+		return http.Header{"Idempotent-Replayed": {"true"}}
+	}
+	return nil
+}
+
+// opRecord is what an Operation-Token reserves once a write succeeded.
+type opRecord struct {
+	Hash      []byte `json:"hash"`
+	MessageID string `json:"message_id"`
+}
+
+func invalid(format string, args ...any) *protocol.Refusal {
+	return protocol.Refusef(protocol.ReasonInvalidRequest, format, args...)
+}
+
+// prepared is a validated write.
+type prepared struct {
+	data messageData
+	hash []byte
+}
+
+// prepare validates a write before it reaches the store; nothing here
+// reserves anything.
+func (s *Service) prepare(in *writeIn, create bool) (*prepared, error) {
+	tok := strings.TrimSpace(in.OperationToken)
+	if tok == "" {
+		return nil, invalid("The Operation-Token header is required on writes.").With("field", "Operation-Token")
+	}
+	if len([]rune(tok)) > MaxTokenLength {
+		return nil, invalid("Operation-Token holds at most %d characters.", MaxTokenLength).With("field", "Operation-Token")
+	}
+	in.OperationToken = tok
+	d := messageData{MessageID: uuid.NewString()}
+	if create {
+		subj := strings.TrimSpace(in.Subject)
+		if subj == "" {
+			return nil, invalid("subject is required to create a conversation.").With("field", "subject")
+		}
+		if protocol.CodePoints(subj) > MaxSubject {
+			return nil, invalid("subject holds at most %d characters.", MaxSubject).With("field", "subject")
+		}
+		d.Subject = subj
+		d.ConversationID = uuid.NewString()
+	} else if in.Subject != "" {
+		return nil, invalid("subject belongs to createConversation.").With("field", "subject")
+	}
+	if in.Content == nil && in.Payload == nil {
+		return nil, invalid("Supply content or payload or both.").With("field", "content")
+	}
+	if in.Content != nil {
+		if protocol.CodePoints(*in.Content) > MaxContent {
+			return nil, protocol.Refusef(protocol.ReasonContentTooLarge, "content holds at most %d characters.", MaxContent)
+		}
+		d.Content = in.Content
+	}
+	if in.Payload != nil {
+		canon, err := protocol.JCS(in.Payload)
+		if err != nil {
+			return nil, invalid("payload is not valid JSON: %v", err).With("field", "payload")
+		}
+		if len(canon) > MaxPayloadBytes {
+			return nil, protocol.Refusef(protocol.ReasonPayloadTooLarge, "payload is %d JCS bytes, over %d.", len(canon), MaxPayloadBytes)
+		}
+		p := string(canon)
+		d.Payload = &p
+	}
+	kinds, err := normalizeKinds(derefKinds(in.Kind), in.Kind != nil)
+	if err != nil {
+		return nil, invalid("%v.", err).With("field", "kind")
+	}
+	d.Kind = kinds
+	if d.Tags, err = checkTags(in.Tags); err != nil {
+		return nil, err
+	}
+	if d.Mentions, err = checkMentions(in.Mentions); err != nil {
+		return nil, err
+	}
+	if err := s.checkSchema(in, &d); err != nil {
+		return nil, err
+	}
+	// The request's fingerprint: everything but the token and the ids the
+	// server assigns.
+	fp, _ := json.Marshal(struct {
+		Conv, Subject string
+		Content       *string
+		Payload       *string
+		Kind, Tags    []string
+		Mentions      []string
+		Schema        string
+		Version       int
+	}{in.ConversationID, d.Subject, d.Content, d.Payload, d.Kind, d.Tags, d.Mentions, d.SchemaName, d.SchemaVersion})
+	sum := sha256.Sum256(fp)
+	return &prepared{data: d, hash: sum[:]}, nil
+}
+
+func derefKinds(k *[]string) []string {
+	if k == nil {
+		return nil
+	}
+	return *k
+}
+
+func checkTags(tags []string) ([]string, error) {
+	if len(tags) > maxTags {
+		return nil, invalid("At most %d tags.", maxTags).With("field", "tags")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, t := range tags {
+		t = strings.TrimSpace(t)
+		if t == "" || protocol.CodePoints(t) > maxTagLength || strings.ContainsAny(t, "\n\r\t") {
+			return nil, invalid("A tag is 1 to %d characters without line breaks.", maxTagLength).With("field", "tags")
+		}
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func checkMentions(ms []string) ([]string, error) {
+	if len(ms) > maxMentions {
+		return nil, invalid("At most %d mentions.", maxMentions).With("field", "mentions")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range ms {
+		if _, err := protocol.ParseIdentity(m); err != nil || strings.HasPrefix(m, protocol.HumanPrefix+":") {
+			return nil, invalid("mentions holds author_ids (<realm>:<id>); %q is not one.", m).With("field", "mentions")
+		}
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// write runs a create or an append for the caller.
+func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, create bool) (WriteResult, error) {
+	if p == nil || p.Agent == nil {
+		return WriteResult{}, protocol.Refusef(protocol.ReasonUnauthorized, "Writes need a registered agent: POST /register, then Authorization: Bearer <agent_id>.")
+	}
+	if !p.Agent.HasScope(ScopeWrite) {
+		return WriteResult{}, protocol.Refusef(protocol.ReasonForbidden, "This grant lacks the %s scope.", ScopeWrite)
+	}
+	if in.EndpointID != "" && in.EndpointID != p.Agent.EndpointID {
+		return WriteResult{}, protocol.Refusef(protocol.ReasonNotFound, "No endpoint %q for this credential.", in.EndpointID)
+	}
+	opType := "appendToConversation"
+	if create {
+		opType = "createConversation"
+	}
+	prep, err := s.prepare(in, create)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	if !create {
+		prep.data.ConversationID = in.ConversationID
+	}
+	if err := checkEventSize(p.Agent.AuthorID, s.realm, &prep.data); err != nil {
+		return WriteResult{}, err
+	}
+	opKey := cat(pfxOpToken, []byte(p.Agent.AuthorID), []byte{0}, []byte(opType), []byte{0}, []byte(in.OperationToken))
+	var replay string
+	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		var rec opRecord
+		if ok, err := getJSON(tx, opKey, &rec); err != nil {
+			return nil, err
+		} else if ok {
+			if string(rec.Hash) != string(prep.hash) {
+				return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
+			}
+			replay = rec.MessageID
+			return nil, nil
+		}
+		if r := s.agents.get(p.Agent.N); r == nil || !r.Onboarded {
+			return nil, protocol.Refusef(protocol.ReasonOnboardingRequired, "Read the guide at %s with your credential before the first write.", GuidePath).
+				With("guide_url", GuidePath)
+		}
+		if !create {
+			var c Conversation
+			ok, err := getJSON(tx, cat(pfxConv, []byte(in.ConversationID)), &c)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, protocol.Refusef(protocol.ReasonNotFound, "No conversation %q; see /conversations.", in.ConversationID)
+			}
+		}
+		if err := putJSON(tx, opKey, opRecord{Hash: prep.hash, MessageID: prep.data.MessageID}); err != nil {
+			return nil, err
+		}
+		data, err := protocol.EncodeData(prep.data)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.Draft{Type: evMessageCreated, Author: p.Agent.AuthorID, Data: data}, nil
+	})
+	if err != nil {
+		return WriteResult{}, err
+	}
+	id := prep.data.MessageID
+	if replay != "" {
+		id = replay
+	}
+	res, err := s.result(id)
+	res.replayed = replay != ""
+	return res, err
+}
+
+// result rebuilds a write's answer from the stored message, so a retry
+// gets exactly what the first answer said.
+func (s *Service) result(messageID string) (WriteResult, error) {
+	var out WriteResult
+	err := s.st.View(func(tx *store.Tx) error {
+		var m Message
+		var c Conversation
+		if ok, err := getJSON(tx, cat(pfxMessage, []byte(messageID)), &m); err != nil || !ok {
+			if err == nil {
+				err = errors.New("corpus: written message not found")
+			}
+			return err
+		}
+		if _, err := getJSON(tx, cat(pfxConv, []byte(m.ConversationID)), &c); err != nil {
+			return err
+		}
+		out = WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: c.RootMessageID, Subject: c.Subject,
+			AuthorID: m.AuthorID, CreatedAt: m.CreatedAt, Sequence: m.Sequence, Message: m}
+		return nil
+	})
+	return out, err
+}
+
+// checkEventSize refuses a message whose change event would pass the
+// 102,400-byte limit, measured with the widest values the server assigns.
+func checkEventSize(author string, realm protocol.Realm, d *messageData) error {
+	m := Message{MessageID: d.MessageID, ConversationID: d.ConversationID, Content: d.Content, AuthorID: author,
+		CreatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Sequence: 1<<53 - 1, Kind: d.Kind,
+		Tags: nonNil(d.Tags), Mentions: nonNil(d.Mentions), SchemaName: d.SchemaName, SchemaVersion: d.SchemaVersion,
+		Realm: string(realm), CID: strings.Repeat("b", 59)}
+	if d.Payload != nil {
+		m.Payload, m.HasPayload = json.RawMessage(*d.Payload), true
+	}
+	data, err := marshal(changeData(&m, d.Subject))
+	if err != nil {
+		return err
+	}
+	env, err := marshal(Change{SchemaVersion: 1, Sequence: m.Sequence, EventType: "message.created", ResourceID: m.MessageID, RecordedAt: m.CreatedAt, Data: data})
+	if err != nil {
+		return err
+	}
+	if len(env) > MaxEventBytes {
+		return protocol.Refusef(protocol.ReasonMessageTooLarge, "The serialized event would be %d bytes, over %d.", len(env), MaxEventBytes)
+	}
+	return nil
+}
