@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"slices"
 	"strconv"
@@ -77,7 +78,7 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	status := http.StatusOK
 	defer func() { n.metrics.observe(op.Key, "http", status, time.Since(start)) }()
 
-	refuse := func(err error) { status = writeRefusalAs(w, err, op.Surface) }
+	refuse := func(err error) { status = writeRefusalAs(w, api.InSurface(op, err), op.Surface) }
 	p, err := n.authenticate(r, op.Surface)
 	if err != nil {
 		refuse(err)
@@ -149,6 +150,11 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			args[name] = queryValue(prop, vals)
 		}
 	} else {
+		if op.Surface == api.Corpus && r.ContentLength != 0 {
+			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Header.Get("Content-Type") != "" && mt != "application/json" {
+				return nil, protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Write requests are application/json, not %q.", mt)
+			}
+		}
 		if r.ContentLength > n.cfg.MaxBodyBytes {
 			return nil, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes)
 		}

@@ -223,11 +223,11 @@ func (r *Registry) Call(ctx context.Context, p *Principal, key string, args json
 // is validated, whatever the transport.
 func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args json.RawMessage) (any, error) {
 	if err := Authorize(p, op.Access); err != nil {
-		return nil, inSurface(op, err)
+		return nil, InSurface(op, err)
 	}
 	args, err := r.validate(op, args)
 	if err != nil {
-		return nil, inSurface(op, err)
+		return nil, InSurface(op, err)
 	}
 	return op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
 }
@@ -310,9 +310,9 @@ func Authorize(p *Principal, a Access) error {
 	}
 }
 
-// inSurface renames the registry's own refusals into the corpus's codes for
-// corpus operations: each protocol keeps its own vocabulary.
-func inSurface(op *Operation, err error) error {
+// InSurface renames the shared refusals into the corpus's codes for corpus
+// operations: each protocol keeps its own vocabulary.
+func InSurface(op *Operation, err error) error {
 	var ref *protocol.Refusal
 	if op.Surface != Corpus || !errors.As(err, &ref) {
 		return err
