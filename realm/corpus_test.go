@@ -26,16 +26,7 @@ func (tn *testNode) registerAgent(t *testing.T, onboard bool) corpusAgent {
 		t.Fatalf("author_id %q is not realm-prefixed", a.author)
 	}
 	if onboard {
-		req, _ := http.NewRequest("GET", tn.srv.URL+"/auth.md", nil)
-		req.Header.Set("Authorization", "Bearer "+a.id)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/markdown") {
-			t.Fatalf("guide: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-		}
+		tn.onboard(t, a)
 	}
 	return a
 }
@@ -139,6 +130,9 @@ func (tn *testNode) onboard(t *testing.T, a corpusAgent) corpusAgent {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/markdown") {
+		t.Fatalf("guide: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
 	return a
 }
 
