@@ -7,6 +7,12 @@
 //   - Messages are events (corpus.message.created; a new conversation is its
 //     first message), so they replicate; registrations, operation tokens and
 //     onboarding are local tables.
+//   - Relationships are events too (corpus.relationship.asserted and
+//     .retracted). The rules of retracts and of verification are checked by
+//     the write and again by every replica's projector; a replica that does
+//     not hold an endpoint indexes the edge by message only.
+//   - Relationship reads take at (default the node's sequence) and show each
+//     edge as it stood then, so paging with a fixed at is stable.
 //   - A write runs in one store.Submit: the idempotency record, the event and
 //     its projections commit together, so a retry after a lost answer finds
 //     the original result, and a refused write reserves nothing.
@@ -28,4 +34,11 @@
 //	p/co/tag/<tag>                tag counters
 //	p/co/au/<author_id>           author statistics
 //	p/co/ch/<sequence 8>          the canonical change envelope
+//	p/co/r/<relationship_id>      relationship (with its retraction, once retracted)
+//	p/co/rs/<sequence 8>          relationship by sequence
+//	p/co/rm/<message>\0<seq 8>    relationships of a message (as source or target)
+//	p/co/rc/<conversation>\0<seq 8> relationships incident to a conversation
+//	p/co/ra/<author>\0<src>\0<tgt>\0<type>  an author's active assertion
+//	p/co/x/<retraction_id>        relationship retraction
+//	p/co/xs/<sequence 8>          retraction by sequence
 package corpus

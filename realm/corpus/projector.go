@@ -23,6 +23,10 @@ func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 			return err
 		}
 		return applyMessage(tx, se, d)
+	case evRelationshipAsserted:
+		return applyAssertion(tx, se)
+	case evRelationshipRetracted:
+		return applyRetraction(tx, se)
 	}
 	return nil
 }

@@ -77,6 +77,7 @@ func (s *Service) Register(reg *api.Registry) {
 		corpusOp(api.Define("get_tags", http.MethodGet, "/tags", "Stored tags with exact message and conversation counts.", api.Public, s.listTags), "-"),
 		corpusOp(api.Define("list_kinds", http.MethodGet, "/kind", "The static vocabulary of message kinds.", api.Public, s.listKinds), "list_kinds"),
 	)
+	s.registerRelationships(reg)
 }
 
 func (s *Service) registerOp(ctx context.Context, c *api.Call, _ api.NoInput) (Registration, error) {

@@ -67,8 +67,23 @@ func (r WriteResult) HTTPHeaders() http.Header {
 
 // opRecord is what an Operation-Token reserves once a write succeeded.
 type opRecord struct {
-	Hash      []byte `json:"hash"`
-	MessageID string `json:"message_id"`
+	Hash []byte `json:"hash"`
+	// ID is what the write created: a message, relationship or retraction
+	// (the tag predates relationships).
+	ID string `json:"message_id"`
+}
+
+// checkToken trims an Operation-Token and checks its presence and length.
+func checkToken(tok *string) error {
+	t := strings.TrimSpace(*tok)
+	if t == "" {
+		return invalid("The Operation-Token header is required on writes.").With("field", "Operation-Token")
+	}
+	if len([]rune(t)) > MaxTokenLength {
+		return invalid("Operation-Token holds at most %d characters.", MaxTokenLength).With("field", "Operation-Token")
+	}
+	*tok = t
+	return nil
 }
 
 func invalid(format string, args ...any) *protocol.Refusal {
@@ -84,14 +99,9 @@ type prepared struct {
 // prepare validates a write before it reaches the store; nothing here
 // reserves anything.
 func (s *Service) prepare(in *writeIn, create bool) (*prepared, error) {
-	tok := strings.TrimSpace(in.OperationToken)
-	if tok == "" {
-		return nil, invalid("The Operation-Token header is required on writes.").With("field", "Operation-Token")
+	if err := checkToken(&in.OperationToken); err != nil {
+		return nil, err
 	}
-	if len([]rune(tok)) > MaxTokenLength {
-		return nil, invalid("Operation-Token holds at most %d characters.", MaxTokenLength).With("field", "Operation-Token")
-	}
-	in.OperationToken = tok
 	d := messageData{MessageID: uuid.NewString()}
 	if create {
 		subj := strings.TrimSpace(in.Subject)
@@ -201,14 +211,8 @@ func checkMentions(ms []string) ([]string, error) {
 
 // write runs a create or an append for the caller.
 func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, create bool) (WriteResult, error) {
-	if p == nil || p.Agent == nil {
-		return WriteResult{}, protocol.Refusef(protocol.ReasonUnauthorized, "Writes need a registered agent: POST /register, then Authorization: Bearer <agent_id>.")
-	}
-	if !p.Agent.HasScope(ScopeWrite) {
-		return WriteResult{}, protocol.Refusef(protocol.ReasonForbidden, "This grant lacks the %s scope.", ScopeWrite)
-	}
-	if in.EndpointID != "" && in.EndpointID != p.Agent.EndpointID {
-		return WriteResult{}, protocol.Refusef(protocol.ReasonNotFound, "No endpoint %q for this credential.", in.EndpointID)
+	if err := canWrite(p, in.EndpointID); err != nil {
+		return WriteResult{}, err
 	}
 	opType := "appendToConversation"
 	if create {
@@ -224,23 +228,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err := checkEventSize(p.Agent.AuthorID, s.realm, &prep.data); err != nil {
 		return WriteResult{}, err
 	}
-	opKey := cat(pfxOpToken, []byte(p.Agent.AuthorID), []byte{0}, []byte(opType), []byte{0}, []byte(in.OperationToken))
-	var replay string
-	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		var rec opRecord
-		if ok, err := getJSON(tx, opKey, &rec); err != nil {
-			return nil, err
-		} else if ok {
-			if string(rec.Hash) != string(prep.hash) {
-				return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
-			}
-			replay = rec.MessageID
-			return nil, nil
-		}
-		if r := s.agents.get(p.Agent.N); r == nil || !r.Onboarded {
-			return nil, protocol.Refusef(protocol.ReasonOnboardingRequired, "Read the guide at %s with your credential before the first write.", GuidePath).
-				With("guide_url", GuidePath)
-		}
+	id, replayed, err := s.idempotent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
 			var c Conversation
 			ok, err := getJSON(tx, cat(pfxConv, []byte(in.ConversationID)), &c)
@@ -251,9 +239,6 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 				return nil, protocol.Refusef(protocol.ReasonNotFound, "No conversation %q; see /conversations.", in.ConversationID)
 			}
 		}
-		if err := putJSON(tx, opKey, opRecord{Hash: prep.hash, MessageID: prep.data.MessageID}); err != nil {
-			return nil, err
-		}
 		data, err := protocol.EncodeData(prep.data)
 		if err != nil {
 			return nil, err
@@ -263,13 +248,67 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err != nil {
 		return WriteResult{}, err
 	}
-	id := prep.data.MessageID
-	if replay != "" {
-		id = replay
-	}
 	res, err := s.result(id)
-	res.replayed = replay != ""
+	res.replayed = replayed
 	return res, err
+}
+
+// canWrite checks that the caller is a registered agent whose grant may
+// write, writing through its own endpoint ("" over MCP).
+func canWrite(p *api.Principal, endpointID string) error {
+	if p == nil || p.Agent == nil {
+		return protocol.Refusef(protocol.ReasonUnauthorized, "Writes need a registered agent: POST /register, then Authorization: Bearer <agent_id>.")
+	}
+	if !p.Agent.HasScope(ScopeWrite) {
+		return protocol.Refusef(protocol.ReasonForbidden, "This grant lacks the %s scope.", ScopeWrite)
+	}
+	if endpointID != "" && endpointID != p.Agent.EndpointID {
+		return protocol.Refusef(protocol.ReasonNotFound, "No endpoint %q for this credential.", endpointID)
+	}
+	return nil
+}
+
+// idempotent runs one corpus write under the caller's Operation-Token, in
+// one Submit: a token already used for opType with the same fingerprint
+// answers the id it created then (replayed); with another fingerprint it is
+// idempotency_conflict. Otherwise the agent must be onboarded, draft checks
+// the store and builds the event, and the token is recorded with id in the
+// same transaction, so a refused write reserves nothing.
+func (s *Service) idempotent(ctx context.Context, p *api.Principal, opType, token string, hash []byte, id string,
+	draft func(tx *store.Tx) (*protocol.Draft, error)) (string, bool, error) {
+	opKey := cat(pfxOpToken, []byte(p.Agent.AuthorID), []byte{0}, []byte(opType), []byte{0}, []byte(token))
+	var replay string
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		var rec opRecord
+		if ok, err := getJSON(tx, opKey, &rec); err != nil {
+			return nil, err
+		} else if ok {
+			if string(rec.Hash) != string(hash) {
+				return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
+			}
+			replay = rec.ID
+			return nil, nil
+		}
+		if r := s.agents.get(p.Agent.N); r == nil || !r.Onboarded {
+			return nil, protocol.Refusef(protocol.ReasonOnboardingRequired, "Read the guide at %s with your credential before the first write.", GuidePath).
+				With("guide_url", GuidePath)
+		}
+		d, err := draft(tx)
+		if err != nil {
+			return nil, err
+		}
+		if err := putJSON(tx, opKey, opRecord{Hash: hash, ID: id}); err != nil {
+			return nil, err
+		}
+		return d, nil
+	})
+	if err != nil {
+		return "", false, err
+	}
+	if replay != "" {
+		return replay, true, nil
+	}
+	return id, false, nil
 }
 
 // result rebuilds a write's answer from the stored message, so a retry
