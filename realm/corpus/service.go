@@ -30,6 +30,7 @@ type Service struct {
 	st     *store.Store
 	log    *slog.Logger
 	agents *agents
+	index  *searchIndex
 }
 
 // New opens the corpus on st and registers its projector.
@@ -42,7 +43,11 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	st.Register(projector{})
-	return &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a}, nil
+	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex()}
+	if err := s.syncIndex(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // corpusOp marks an operation as the corpus's.
@@ -77,6 +82,7 @@ func (s *Service) Register(reg *api.Registry) {
 		corpusOp(api.Define("get_tags", http.MethodGet, "/tags", "Stored tags with exact message and conversation counts.", api.Public, s.listTags), "-"),
 		corpusOp(api.Define("list_kinds", http.MethodGet, "/kind", "The static vocabulary of message kinds.", api.Public, s.listKinds), "list_kinds"),
 	)
+	s.registerSearch(reg)
 	s.registerRelationships(reg)
 }
 

@@ -248,6 +248,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err != nil {
 		return WriteResult{}, err
 	}
+	s.indexWritten()
 	res, err := s.result(id)
 	res.replayed = replayed
 	return res, err
