@@ -102,12 +102,26 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	if op.Status != 0 {
 		status = op.Status
 	}
+	if b, ok := out.(httpBody); ok {
+		if err := b.WriteHTTP(w, r); err != nil {
+			refuse(n.safe(err, op.Key))
+		}
+		return
+	}
 	if h, ok := out.(interface{ HTTPHeaders() http.Header }); ok {
 		for k, v := range h.HTTPHeaders() {
 			w.Header()[k] = v
 		}
 	}
 	writeJSON(w, status, out)
+}
+
+// httpBody is a result that writes its own response (NDJSON, Server-Sent
+// Events) while the registry still routes, authorizes, rate-limits and
+// catalogs its operation. An error means nothing was written: it is
+// rendered as the operation's refusal.
+type httpBody interface {
+	WriteHTTP(w http.ResponseWriter, r *http.Request) error
 }
 
 // authenticate resolves the request's bearer credential: a Parley token,

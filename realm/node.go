@@ -269,6 +269,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
+	n.server.RegisterOnShutdown(n.corpus.CloseStreams) // streams never go idle by themselves
 	errc := make(chan error, 1)
 	go func() { errc <- n.server.Serve(n.listener) }()
 	select {

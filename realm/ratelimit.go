@@ -77,6 +77,9 @@ func (l *limiter) sweep(now time.Time) {
 }
 
 func clientKey(p *api.Principal, r *http.Request) string {
+	if p != nil && p.Agent != nil { // a corpus agent: TokenID is 0 for all of them
+		return "c" + strconv.FormatUint(p.Agent.N, 10)
+	}
 	if p != nil {
 		return "t" + strconv.FormatUint(p.TokenID, 10)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -22,6 +23,11 @@ const (
 type Config struct {
 	Realm  protocol.Realm
 	Logger *slog.Logger
+	// StreamHeartbeat is the silence after which /corpus/stream writes a
+	// comment line; 0 means DefaultStreamHeartbeat.
+	StreamHeartbeat time.Duration
+	// MaxStreams bounds the streams open at once; 0 means DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Service is the corpus of one realm.
@@ -31,6 +37,7 @@ type Service struct {
 	log    *slog.Logger
 	agents *agents
 	index  *searchIndex
+	feed   *feed
 }
 
 // New opens the corpus on st and registers its projector.
@@ -43,7 +50,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	st.Register(projector{})
-	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex()}
+	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg)}
 	if err := s.syncIndex(); err != nil {
 		return nil, err
 	}
@@ -84,6 +91,7 @@ func (s *Service) Register(reg *api.Registry) {
 	)
 	s.registerSearch(reg)
 	s.registerRelationships(reg)
+	s.registerSync(reg)
 }
 
 func (s *Service) registerOp(ctx context.Context, c *api.Call, _ api.NoInput) (Registration, error) {

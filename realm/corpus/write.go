@@ -309,6 +309,7 @@ func (s *Service) idempotent(ctx context.Context, p *api.Principal, opType, toke
 	if replay != "" {
 		return replay, true, nil
 	}
+	s.Notify() // the event is durable: wake the open streams
 	return id, false, nil
 }
 
