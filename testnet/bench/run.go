@@ -125,19 +125,26 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	client := NewClient(opts.Concurrency)
 
 	base := opts.Node
-	needNode := false
-	for _, p := range opts.Phases {
-		needNode = needNode || p != PhaseCeiling
+	lastNodePhase := -1
+	for i, p := range opts.Phases {
+		if p != PhaseCeiling {
+			lastNodePhase = i
+		}
 	}
+	// stopNode stops an in-process node as soon as no phase needs it, so
+	// that its background work (compactions) does not run under a later
+	// ceiling phase.
+	stopNode := func() {}
+	defer func() { stopNode() }()
 	var agents []Agent
-	if needNode {
+	if lastNodePhase >= 0 {
 		if base == "" {
 			progress("starting an in-process node (durable store in a temporary directory)")
 			n, err := StartNode(NodeOptions{RateLimitOff: opts.RateLimitOff, Logger: opts.NodeLogger})
 			if err != nil {
 				return nil, fmt.Errorf("in-process node: %w", err)
 			}
-			defer n.Stop()
+			stopNode = func() { n.Stop(); stopNode = func() {} }
 			base, opts.OperatorToken = n.URL, n.OperatorToken
 			rep.Conditions.RateLimit = n.RateLimit
 		}
@@ -147,6 +154,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		progress("issuing %d agent tokens and opening a thread each on %s", opts.Concurrency, base)
 		var err error
 		agents, err = SetupAgents(ctx, client, base, opts.OperatorToken, "bench "+time.Now().UTC().Format("20060102T150405"), opts.Concurrency)
+		client.CloseIdleConnections()
 		if err != nil {
 			return nil, err
 		}
@@ -159,7 +167,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 	}
 
-	for _, phase := range opts.Phases {
+	for i, phase := range opts.Phases {
+		if i > lastNodePhase {
+			stopNode()
+		}
 		// Every phase gets a fresh client with the same settings, so no
 		// phase inherits another's connections.
 		client := NewClient(opts.Concurrency)
