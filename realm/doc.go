@@ -1,6 +1,8 @@
 // Package realm is one realm node: the operation registry and the transports
-// generated from it (HTTP under /api/v1, MCP at /api/v1/mcp, the operation
-// catalog), credentials and rights, and the wiring of store and federation.
+// generated from it (HTTP under /api/v1 and at the corpus's paths, MCP at
+// /api/v1/mcp for Parley and at /mcp for the corpus, the operation catalog),
+// credentials and rights, the corpus's OAuth 2.1 authorization server
+// (oauth.go), and the wiring of store and federation.
 //
 // # Invariants
 //
@@ -23,4 +25,11 @@
 //   - Refusals from tools fit the tool's output schema: the MCP layer
 //     advertises each output schema as anyOf(success, refusal), because
 //     official clients validate structuredContent even when isError is true.
+//   - /mcp checks the OAuth grant's scope per tool before the registry call
+//     (corpusmcp.go): the corpus's reads are public over HTTP, but over MCP
+//     the seed gates reads by toastmachine:read and writes by
+//     toastmachine:write. The write handlers check the write scope again.
+//   - retrieval_size counts the bytes of JSON.stringify: marshalJSON writes
+//     no HTML escapes and leaves U+2028 and U+2029 unescaped, and the same
+//     bytes are the structuredContent and the text.
 package realm

@@ -28,6 +28,9 @@ func (n *Node) routes() http.Handler {
 		mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serveOperation(w, r, op) }))
 	}
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
+	oauth := n.newOAuthServer() // the corpus's MCP endpoint and its authorization server
+	mux.Handle(corpusMCPPath, n.corpusMCPHandler(oauth))
+	oauth.mount(mux)
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
 	mux.Handle("GET /llms.txt", n.llmsTxt())
 	mux.Handle("GET /parley.html", n.parleyHTML())

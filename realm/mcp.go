@@ -43,15 +43,25 @@ func (n *Node) newMCPServer() *mcp.Server {
 	tools := map[string]bool{}
 	for _, op := range n.reg.Operations() {
 		if op.Surface == api.Parley && op.ToolName() != "" {
-			srv.AddTool(toolOf(op), n.toolHandler(op))
+			srv.AddTool(toolOf(op, op.Output), n.toolHandler(op, structuredResult))
 			tools[op.ToolName()] = true
 		}
 	}
-	srv.AddReceivingMiddleware(unknownTool(tools))
+	srv.AddReceivingMiddleware(unknownTool(tools, api.Parley))
 	return srv
 }
 
-func toolOf(op *api.Operation) *mcp.Tool {
+// refusalSchemaOf is the shape of a refusal in a tool result of surface.
+func refusalSchemaOf(surface api.Surface) *jsonschema.Schema {
+	if surface == api.Corpus {
+		return corpusRefusalSchema
+	}
+	return refusalSchema
+}
+
+// toolOf is an operation's tool, its output schema anyOf(output, the
+// surface's refusal).
+func toolOf(op *api.Operation, output *jsonschema.Schema) *mcp.Tool {
 	t := &mcp.Tool{
 		Name:        op.ToolName(),
 		Description: op.Purpose,
@@ -62,34 +72,36 @@ func toolOf(op *api.Operation) *mcp.Tool {
 			IdempotentHint: op.Method == http.MethodGet,
 		},
 	}
-	if op.Output != nil {
-		t.OutputSchema = &jsonschema.Schema{Type: "object", AnyOf: []*jsonschema.Schema{op.Output, refusalSchema}}
+	if output != nil {
+		t.OutputSchema = &jsonschema.Schema{Type: "object", AnyOf: []*jsonschema.Schema{output, refusalSchemaOf(op.Surface)}}
 	}
 	return t
 }
 
-func (n *Node) toolHandler(op *api.Operation) mcp.ToolHandler {
+// toolHandler runs op for the request's principal through the registry and
+// renders its output with result, a refusal in op's surface.
+func (n *Node) toolHandler(op *api.Operation, result func(out any) (*mcp.CallToolResult, error)) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		start := time.Now()
 		out, err := n.reg.Invoke(ctx, api.PrincipalFrom(ctx), op, req.Params.Arguments)
 		if err != nil {
 			ref := n.safe(err, op.Key)
 			n.metrics.observe(op.Key, "mcp", ref.Status(), time.Since(start))
-			return refusalResult(ref), nil
+			return refusalResult(ref, op.Surface), nil
 		}
 		n.metrics.observe(op.Key, "mcp", http.StatusOK, time.Since(start))
-		return structuredResult(out)
+		return result(out)
 	}
 }
 
 // unknownTool answers a call of a tool the server does not have as a
 // refusal, like any other, instead of the SDK's JSON-RPC error.
-func unknownTool(tools map[string]bool) mcp.Middleware {
+func unknownTool(tools map[string]bool, surface api.Surface) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/call" {
 				if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !tools[call.Params.Name] {
-					return refusalResult(protocol.Refusef(protocol.ReasonUnknownTool, "No tool %q; see tools/list.", call.Params.Name)), nil
+					return refusalResult(protocol.Refusef(protocol.ReasonUnknownTool, "No tool %q; see tools/list.", call.Params.Name), surface), nil
 				}
 			}
 			return next(ctx, method, req)
@@ -104,21 +116,34 @@ func structuredResult(out any) (*mcp.CallToolResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.CallToolResult{
-		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
-		StructuredContent: json.RawMessage(b),
-	}, nil
+	return jsonResult(b), nil
 }
 
-func refusalResult(ref *protocol.Refusal) *mcp.CallToolResult {
-	b, _ := marshalJSON(ref)
+// jsonResult carries one JSON object as structuredContent and, the same
+// bytes, as the text fallback.
+func jsonResult(b []byte) *mcp.CallToolResult {
 	return &mcp.CallToolResult{
-		IsError:           true,
 		Content:           []mcp.Content{&mcp.TextContent{Text: string(b)}},
 		StructuredContent: json.RawMessage(b),
 	}
 }
 
+// refusalResult is a refusal as an isError result, in the surface's shape.
+func refusalResult(ref *protocol.Refusal, surface api.Surface) *mcp.CallToolResult {
+	var body any = ref
+	if surface == api.Corpus {
+		body = corpusBody(ref)
+	}
+	b, _ := marshalJSON(body)
+	res := jsonResult(b)
+	res.IsError = true
+	return res
+}
+
+// marshalJSON is compact JSON as JavaScript's JSON.stringify writes it, so
+// that byte counts agree with what clients measure: no HTML escaping, and
+// U+2028 and U+2029 written as themselves (encoding/json always escapes
+// them in strings).
 func marshalJSON(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -126,20 +151,97 @@ func marshalJSON(v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return unescapeLineSeparators(bytes.TrimRight(buf.Bytes(), "\n")), nil
+}
+
+// unescapeLineSeparators turns the escapes \u2028 and \u2029 back into the
+// characters; escaped backslashes are skipped whole, so text that merely
+// reads \\u2028 stays.
+func unescapeLineSeparators(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u202`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' || i+1 >= len(b) {
+			out = append(out, b[i])
+			continue
+		}
+		if rest := b[i:]; len(rest) >= 6 && (string(rest[:6]) == `\u2028` || string(rest[:6]) == `\u2029`) {
+			if rest[5] == '8' {
+				out = append(out, "\u2028"...)
+			} else {
+				out = append(out, "\u2029"...)
+			}
+			i += 5
+			continue
+		}
+		out = append(out, b[i], b[i+1])
+		i++
+	}
+	return out
+}
+
+// mcpEndpoint is the stateless streamable HTTP transport of one MCP server.
+// The SDK's DNS-rebinding protection stays on; Host names the operator
+// lists in AllowedHosts (a reverse proxy on loopback) pass it.
+type mcpEndpoint struct {
+	protected, behindProxy http.Handler
+	surface                api.Surface
+}
+
+func (n *Node) newMCPEndpoint(srv *mcp.Server, surface api.Surface) *mcpEndpoint {
+	get := func(*http.Request) *mcp.Server { return srv }
+	opts := &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: n.cfg.MaxBodyBytes}
+	proxied := *opts
+	proxied.DisableLocalhostProtection = true
+	return &mcpEndpoint{protected: mcp.NewStreamableHTTPHandler(get, opts), behindProxy: mcp.NewStreamableHTTPHandler(get, &proxied), surface: surface}
+}
+
+// serveMCP hands an authenticated request to the SDK: the caller's rate
+// limit first, then the body limit, refusals in the endpoint's shape.
+func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal, e *mcpEndpoint) {
+	if ref := n.limiter.allow(p, r); ref != nil {
+		writeRefusalAs(w, ref, e.surface)
+		return
+	}
+	// Read the body here, so a request over the limit gets the same
+	// refusal as over HTTP, before any of it reaches the SDK.
+	if r.ContentLength > n.cfg.MaxBodyBytes {
+		writeRefusalAs(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes), e.surface)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRefusalAs(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes), e.surface)
+			return
+		}
+		unreadable := protocol.ReasonInvalidBody
+		if e.surface == api.Corpus {
+			unreadable = protocol.ReasonInvalidRequest
+		}
+		writeRefusalAs(w, protocol.Refusef(unreadable, "The body could not be read."), e.surface)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r = r.WithContext(api.WithPrincipal(r.Context(), p))
+	host, _, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host = r.Host
+	}
+	if slices.Contains(n.cfg.AllowedHosts, host) {
+		e.behindProxy.ServeHTTP(w, r)
+		return
+	}
+	e.protected.ServeHTTP(w, r)
 }
 
 // mcpHandler serves POST /api/v1/mcp: stateless streamable HTTP behind a
-// bearer token. The SDK's DNS-rebinding protection stays on; Host names the
-// operator lists in AllowedHosts (a reverse proxy on loopback) pass it.
+// Parley bearer token.
 func (n *Node) mcpHandler() http.Handler {
-	srv := n.newMCPServer()
-	get := func(*http.Request) *mcp.Server { return srv }
-	opts := &mcp.StreamableHTTPOptions{Stateless: true, JSONResponse: true, MaxRequestBodyBytes: n.cfg.MaxBodyBytes}
-	protected := mcp.NewStreamableHTTPHandler(get, opts)
-	proxied := *opts
-	proxied.DisableLocalhostProtection = true
-	behindProxy := mcp.NewStreamableHTTPHandler(get, &proxied)
+	e := n.newMCPEndpoint(n.newMCPServer(), api.Parley)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tok, ok := bearer(r)
 		if !ok {
@@ -152,36 +254,6 @@ func (n *Node) mcpHandler() http.Handler {
 			writeRefusal(w, err)
 			return
 		}
-		if ref := n.limiter.allow(p, r); ref != nil {
-			writeRefusal(w, ref)
-			return
-		}
-		// Read the body here, so a request over the limit gets the same
-		// refusal as over HTTP, before any of it reaches the SDK.
-		if r.ContentLength > n.cfg.MaxBodyBytes {
-			writeRefusal(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes))
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
-		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				writeRefusal(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes))
-				return
-			}
-			writeRefusal(w, protocol.Refusef(protocol.ReasonInvalidBody, "The body could not be read."))
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r = r.WithContext(api.WithPrincipal(r.Context(), p))
-		host, _, err := net.SplitHostPort(r.Host)
-		if err != nil {
-			host = r.Host
-		}
-		if slices.Contains(n.cfg.AllowedHosts, host) {
-			behindProxy.ServeHTTP(w, r)
-			return
-		}
-		protected.ServeHTTP(w, r)
+		n.serveMCP(w, r, p, e)
 	})
 }

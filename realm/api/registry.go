@@ -147,8 +147,12 @@ func Define[In, Out any](key, method, path, purpose string, access Access, f fun
 	return &Operation{Key: key, Method: method, Path: path, Purpose: purpose, Access: access, Input: in, Output: out, Handle: h}
 }
 
+// schemaOptions maps json.RawMessage, which would otherwise be described as
+// an array of bytes, to any JSON value: a raw field carries JSON as it is.
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[json.RawMessage](): {}}}
+
 func mustSchema[T any]() *jsonschema.Schema {
-	s, err := jsonschema.For[T](nil)
+	s, err := jsonschema.For[T](schemaOptions)
 	if err != nil {
 		panic(fmt.Sprintf("schema of %v: %v", reflect.TypeFor[T](), err))
 	}

@@ -168,6 +168,12 @@ func (s *Service) guide() Guide {
 
 // register creates a corpus identity: it is local, never replicated.
 func (s *Service) register(ctx context.Context) (*Registration, *agentRec, error) {
+	return s.registerWith(ctx, false, nil)
+}
+
+// registerWith is register, onboarded at once if asked, with bind (when not
+// nil) run in the same transaction: its error undoes the registration.
+func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx *store.Tx, n uint64) error) (*Registration, *agentRec, error) {
 	var secretBytes [32]byte
 	if _, err := rand.Read(secretBytes[:]); err != nil {
 		return nil, nil, err
@@ -175,7 +181,7 @@ func (s *Service) register(ctx context.Context) (*Registration, *agentRec, error
 	secret := base64.RawURLEncoding.EncodeToString(secretBytes[:])
 	sum := sha256.Sum256([]byte(secret))
 	opaque := randomHex(8)
-	rec := agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: sum[:]}
+	rec := agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: sum[:], Onboarded: onboarded}
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		n, err := tx.NextID("corpus_agent")
 		if err != nil {
@@ -192,6 +198,11 @@ func (s *Service) register(ctx context.Context) (*Registration, *agentRec, error
 		}
 		if err := tx.Set(cat(pfxAgentEP, []byte(rec.EndpointID)), binary.BigEndian.AppendUint64(nil, n)); err != nil {
 			return nil, err
+		}
+		if bind != nil {
+			if err := bind(tx, n); err != nil {
+				return nil, err
+			}
 		}
 		return nil, tx.Set(cat(pfxAgentAU, []byte(rec.AuthorID)), binary.BigEndian.AppendUint64(nil, n))
 	})

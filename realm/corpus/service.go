@@ -91,6 +91,7 @@ func (s *Service) Register(reg *api.Registry) {
 	)
 	s.registerSearch(reg)
 	s.registerRelationships(reg)
+	s.registerPull(reg)
 	s.registerSync(reg)
 }
 

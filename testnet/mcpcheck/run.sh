@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh conformance|client: outside checks of relay's MCP endpoint against a
+# run.sh conformance|client|oauth: outside checks of relay's MCP endpoints against a
 # fresh node (see README.md). Installs what it needs on first use (npm ci,
 # Node 22 into .tools/), builds bin/relay, starts a node on a free loopback
 # port with a throwaway data directory, runs the check, stops the node, and
@@ -10,10 +10,10 @@ set -euo pipefail
 SPEC=2025-06-18        # the MCP spec version the conformance run targets
 NODE_VERSION=22.23.3   # the conformance suite wants Node >= 22
 
-usage() { echo "usage: $0 conformance|client" >&2; exit 2; }
+usage() { echo "usage: $0 conformance|client|oauth" >&2; exit 2; }
 [ $# -eq 1 ] || usage
 mode=$1
-case $mode in conformance | client) ;; *) usage ;; esac
+case $mode in conformance | client | oauth) ;; *) usage ;; esac
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -132,6 +132,10 @@ client)
 		exit 1
 	}
 	RELAY_TOKEN=$token "$node" client.mjs || status=$?
+	;;
+oauth)
+	# The corpus's /mcp: the client gets its own token by OAuth 2.1.
+	"$node" oauth-client.mjs || status=$?
 	;;
 esac
 

@@ -1,0 +1,37 @@
+package corpus
+
+import (
+	"context"
+
+	"relay/realm/api"
+	"relay/store"
+)
+
+// RegisterGrant creates the corpus identity of an OAuth grant: a
+// registration like POST /register's whose agent_id is never shown (the
+// grant's tokens stand in for it). It is onboarded at once: the first-write
+// 428 guides an HTTP agent to /auth.md, and an OAuth client has no page to
+// read, its flow being the setup. bind runs in the registration's
+// transaction, so the grant records its agent atomically; an error from bind
+// undoes the registration.
+func (s *Service) RegisterGrant(ctx context.Context, bind func(tx *store.Tx, n uint64) error) (uint64, error) {
+	_, rec, err := s.registerWith(ctx, true, bind)
+	if err != nil {
+		return 0, err
+	}
+	s.log.Info("corpus agent registered for an OAuth grant", "author_id", rec.AuthorID)
+	return rec.N, nil
+}
+
+// GrantPrincipal is the caller an OAuth token of registration n acts as,
+// limited to scopes (never nil: an empty grant may do nothing).
+func (s *Service) GrantPrincipal(n uint64, scopes []string) (*api.Principal, error) {
+	r := s.agents.get(n)
+	if r == nil {
+		return nil, ErrNoAgent
+	}
+	if scopes == nil {
+		scopes = []string{}
+	}
+	return s.principal(r, scopes), nil
+}

@@ -1,0 +1,157 @@
+package realm
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Dynamic client registration (RFC 7591) of the corpus's authorization
+// server: rate-limited per address, redirect URIs https or loopback http.
+
+type clientMetadata struct {
+	RedirectURIs            []string `json:"redirect_uris"`
+	TokenEndpointAuthMethod string   `json:"token_endpoint_auth_method,omitempty"`
+	GrantTypes              []string `json:"grant_types,omitempty"`
+	ResponseTypes           []string `json:"response_types,omitempty"`
+	ClientName              string   `json:"client_name,omitempty"`
+	Scope                   string   `json:"scope,omitempty"`
+}
+
+type clientInformation struct {
+	clientMetadata
+	ClientID              string `json:"client_id"`
+	ClientSecret          string `json:"client_secret,omitempty"`
+	ClientIDIssuedAt      int64  `json:"client_id_issued_at"`
+	ClientSecretExpiresAt *int64 `json:"client_secret_expires_at,omitempty"`
+}
+
+func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
+	if ref := o.registrar.allow(nil, r); ref != nil {
+		rateLimited(w, ref)
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		oauthErr(http.StatusBadRequest, "invalid_client_metadata", "Send the client metadata as application/json.").write(w)
+		return
+	}
+	var md clientMetadata
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, oauthFormLimit))
+	if err := dec.Decode(&md); err != nil {
+		oauthErr(http.StatusBadRequest, "invalid_client_metadata", "The body is not client metadata: %v.", err).write(w)
+		return
+	}
+	if e := checkClientMetadata(&md); e != nil {
+		e.write(w)
+		return
+	}
+	c := oauthClient{AuthMethod: md.TokenEndpointAuthMethod, RedirectURIs: md.RedirectURIs, GrantTypes: md.GrantTypes, Name: md.ClientName, CreatedAt: o.now().UTC()}
+	var idb [8]byte
+	rand.Read(idb[:])
+	c.ID = prefixClient + hex.EncodeToString(idb[:])
+	info := clientInformation{clientMetadata: md, ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix()}
+	if c.AuthMethod != "none" {
+		secret, _, _ := newSecret(prefixSecret)
+		sum := sha256.Sum256([]byte(secret))
+		c.SecretHash = sum[:]
+		never := int64(0)
+		info.ClientSecret, info.ClientSecretExpiresAt = secret, &never
+	}
+	if _, err := o.n.store.Submit(r.Context(), func(tx *store.Tx) (*protocol.Draft, error) {
+		return nil, putRecord(tx, oauthKey(pfxOAuthClient, c.ID), c)
+	}); err != nil {
+		o.internal(w, "register client", err)
+		return
+	}
+	noStore(w)
+	writeJSON(w, http.StatusCreated, info)
+}
+
+// checkClientMetadata validates and completes a registration request.
+func checkClientMetadata(md *clientMetadata) *oauthError {
+	if len(md.RedirectURIs) == 0 || len(md.RedirectURIs) > 10 {
+		return oauthErr(http.StatusBadRequest, "invalid_redirect_uri", "Register 1 to 10 redirect_uris.")
+	}
+	for _, u := range md.RedirectURIs {
+		if err := checkRedirectURI(u); err != nil {
+			return oauthErr(http.StatusBadRequest, "invalid_redirect_uri", "redirect_uri %q: %v.", u, err)
+		}
+	}
+	switch md.TokenEndpointAuthMethod {
+	case "":
+		md.TokenEndpointAuthMethod = "client_secret_basic" // RFC 7591's default
+	case "none", "client_secret_basic", "client_secret_post":
+	default:
+		return oauthErr(http.StatusBadRequest, "invalid_client_metadata", "token_endpoint_auth_method is none, client_secret_basic or client_secret_post.")
+	}
+	if len(md.GrantTypes) == 0 {
+		md.GrantTypes = []string{"authorization_code"}
+	}
+	for _, g := range md.GrantTypes {
+		if g != "authorization_code" && g != "refresh_token" {
+			return oauthErr(http.StatusBadRequest, "invalid_client_metadata", "grant_types are authorization_code and refresh_token; not %q.", g)
+		}
+	}
+	if !slices.Contains(md.GrantTypes, "authorization_code") {
+		return oauthErr(http.StatusBadRequest, "invalid_client_metadata", "grant_types must include authorization_code.")
+	}
+	if len(md.ResponseTypes) == 0 {
+		md.ResponseTypes = []string{"code"}
+	}
+	for _, t := range md.ResponseTypes {
+		if t != "code" {
+			return oauthErr(http.StatusBadRequest, "invalid_client_metadata", "response_types is [\"code\"]; not %q.", t)
+		}
+	}
+	if len([]rune(md.ClientName)) > 200 {
+		return oauthErr(http.StatusBadRequest, "invalid_client_metadata", "client_name holds at most 200 characters.")
+	}
+	return nil
+}
+
+// checkRedirectURI accepts an absolute https URL, or http on a loopback
+// host (a native client's listener), without fragment or user info.
+func checkRedirectURI(raw string) error {
+	if len(raw) > 2000 {
+		return errors.New("longer than 2000 bytes")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" || u.Opaque != "" {
+		return errors.New("not an absolute URL")
+	}
+	if u.Fragment != "" || strings.Contains(raw, "#") {
+		return errors.New("a redirect URI has no fragment")
+	}
+	if u.User != nil {
+		return errors.New("a redirect URI has no user info")
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		if isLoopback(u.Hostname()) {
+			return nil
+		}
+		return errors.New("http is allowed only on a loopback host (127.0.0.1, [::1], localhost); use https")
+	}
+	return errors.New("only https, or http on a loopback host, is allowed")
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
