@@ -7,7 +7,7 @@ BENCHTIME ?= 3s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X relay/realm.Version=$(VERSION)
 
-.PHONY: help build run test test-short test-race lint vet fmt fmt-check bench fuzz mcp-conformance mcp-client clean
+.PHONY: help build run test test-short test-race lint vet fmt fmt-check bench fuzz mcp-conformance mcp-client mcp-oauth clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ mcp-conformance: ## the official MCP conformance suite against a fresh node (nee
 
 mcp-client: ## the official MCP TypeScript SDK client against a fresh node (needs the npm registry)
 	@GO=$(GO) bash testnet/mcpcheck/run.sh client
+
+mcp-oauth: ## the official MCP TypeScript SDK client through OAuth 2.1 + PKCE against /mcp (needs the npm registry)
+	@GO=$(GO) bash testnet/mcpcheck/run.sh oauth
 
 clean: ## remove build output (not ./data)
 	rm -rf bin
