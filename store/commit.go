@@ -5,8 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
+	"maps"
 	"runtime/debug"
+	"slices"
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
@@ -28,7 +29,7 @@ type op struct {
 	exclusive func() error  // runs alone on the committer between batches (Rebuild)
 	done      chan opResult // buffered, so the committer never waits on a caller
 
-	tx  *Tx // set when the op's writes are in the batch transaction
+	tx  *Tx // set when the op is kept: its overlay goes to the writer
 	res opResult
 }
 
@@ -44,20 +45,21 @@ type keepWrites struct{ err error }
 func (k keepWrites) Error() string { return k.err.Error() }
 func (k keepWrites) Unwrap() error { return k.err }
 
-// batch is one Badger transaction being filled by the committer.
+// batch is a run of ops the committer has run, in order, and hands to the
+// writer as one unit. The writer commits it in one Badger transaction, or in
+// several when it is too big for one (never splitting an op).
 type batch struct {
-	txn        *badger.Txn // nil until the first op of the batch runs
+	id         uint64 // hand-off order, from 1
 	projectors []Projector
-	ops        []*op // to ack after the commit, in order
-	kept       []*op // ops whose writes are in txn
-	writes     int
-
-	// The node sequence and heads as the kept ops left them.
-	seq   uint64
-	heads map[string]protocol.Head
+	ops        []*op // every op run, kept or failed, to ack after the commit
+	// writes merges the kept ops' overlays, later ops winning; order lists
+	// its keys by first write. Later ops read it until a snapshot holding
+	// the batch replaces it; nothing changes it once the batch is handed off.
+	writes map[string]write
+	order  []string
 }
 
-// Submit runs fn on the committer inside the batch transaction. If fn returns
+// Submit runs fn on the committer, in a batch with other ops. If fn returns
 // a draft, the local realm's next event is built from it, signed, stored at
 // the next node sequence and run through every projector, all in the same
 // transaction. Errors from fn and from projectors are returned unchanged and
@@ -169,6 +171,10 @@ func (s *Store) do(ctx context.Context, o *op) (*StoredEvent, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
+	if err := s.failure(); err != nil {
+		s.leave()
+		return nil, err
+	}
 	select {
 	case s.ops <- o:
 		s.leave()
@@ -188,48 +194,163 @@ func (s *Store) do(ctx context.Context, o *op) (*StoredEvent, error) {
 	}
 }
 
-// commitLoop is the single writer. It takes whatever is queued, up to
-// MaxBatch ops, without waiting for more: a lone writer pays one fsync, a
-// crowd shares one.
-func (s *Store) commitLoop() {
-	defer close(s.loopDone)
-	for first := range s.ops {
-		ops := []*op{first}
-	collect:
-		for len(ops) < s.cfg.MaxBatch {
-			select {
-			case o, ok := <-s.ops:
-				if !ok {
-					break collect
-				}
-				ops = append(ops, o)
-			default:
-				break collect
-			}
-		}
-		s.runBatch(ops)
-		// Let the writers just acked queue their next op before the next
-		// batch is taken: in a closed loop this nearly doubles the batch
-		// (measured 16 → 24 ops per commit with 32 writers) for microseconds.
-		runtime.Gosched()
-	}
+// committer is the state of stage 1. Only the committer goroutine touches
+// it (Rebuild included: it runs there).
+type committer struct {
+	s *Store
+	// snap is a read-only Badger snapshot of committed state. It is
+	// long-lived because opening a transaction waits for a commit in
+	// flight; the writer opens the next one after each commit.
+	snap    *badger.Txn
+	pending []*batch // handed to the writer and not in snap, oldest first
+	cur     *batch   // being filled
+	lastID  uint64
+
+	// The node sequence and realm heads as every op kept so far left them,
+	// committed or not. Trusted only while the store has not failed.
+	seq   uint64
+	heads map[string]protocol.Head
 }
 
-func (s *Store) runBatch(ops []*op) {
-	b := &batch{projectors: s.projectorList()}
-	for _, o := range ops {
+func newCommitter(s *Store) *committer {
+	c := &committer{
+		s:     s,
+		snap:  s.db.NewTransaction(false),
+		seq:   s.seq.Load(),
+		heads: maps.Clone(s.heads),
+	}
+	c.cur = c.newBatch()
+	return c
+}
+
+func (c *committer) newBatch() *batch {
+	c.lastID++
+	return &batch{id: c.lastID, writes: make(map[string]write)}
+}
+
+// commitLoop is stage 1. It runs ops into the current batch and hands the
+// batch to the writer as soon as the writer is free, so a lone writer pays
+// one fsync per op while a crowd's ops pile up in the batch during the
+// previous commit.
+func (s *Store) commitLoop() {
+	defer close(s.loopDone)
+	c := s.c
+	defer c.shutdown()
+	for {
+		o, ok := c.next()
+		if !ok {
+			return
+		}
 		if !o.state.CompareAndSwap(opQueued, opRunning) {
 			continue
 		}
 		if o.exclusive != nil {
-			s.commit(b)
-			o.done <- opResult{err: s.runExclusive(o.exclusive)}
-			b.projectors = s.projectorList()
+			c.exclusive(o)
 			continue
 		}
-		s.step(b, o)
+		c.run(o)
 	}
-	s.commit(b)
+}
+
+// next returns the next queued op, handing the current batch to the writer
+// whenever it is free or the batch is full. ok is false once ops is closed.
+func (c *committer) next() (o *op, ok bool) {
+	for {
+		if len(c.cur.ops) == 0 {
+			o, ok = <-c.s.ops
+			return o, ok
+		}
+		// A free writer gets the batch now rather than after more ops: the
+		// next batch is then built while this one commits.
+		select {
+		case c.s.handoff <- c.cur:
+			c.handedOff()
+			continue
+		default:
+		}
+		if len(c.cur.ops) >= c.s.cfg.MaxBatch {
+			c.s.handoff <- c.cur
+			c.handedOff()
+			continue
+		}
+		select {
+		case o, ok = <-c.s.ops:
+			return o, ok
+		case c.s.handoff <- c.cur:
+			c.handedOff()
+		}
+	}
+}
+
+func (c *committer) handedOff() {
+	c.pending = append(c.pending, c.cur)
+	c.cur = c.newBatch()
+}
+
+// drain hands off the current batch and waits until the writer has
+// finished everything handed to it.
+func (c *committer) drain() {
+	if len(c.cur.ops) > 0 {
+		c.s.handoff <- c.cur
+		c.handedOff()
+	}
+	// The writer receives only when idle, so once it takes this marker every
+	// batch before it is committed (or failed) and acked.
+	c.s.handoff <- nil
+}
+
+// refresh switches to the newest snapshot the writer published, if any, and
+// drops the batches it holds. Called between ops only.
+func (c *committer) refresh() {
+	n := c.s.nextSnap.Swap(nil)
+	if n == nil {
+		return
+	}
+	c.snap.Discard()
+	c.snap = n.txn
+	i := 0
+	for i < len(c.pending) && c.pending[i].id <= n.upTo {
+		i++
+	}
+	c.pending = slices.Delete(c.pending, 0, i)
+}
+
+// resnap replaces the snapshot with a fresh one. Only when drained: then
+// nothing is in flight, and the new snapshot holds every batch.
+func (c *committer) resnap() {
+	if n := c.s.nextSnap.Swap(nil); n != nil {
+		n.txn.Discard()
+	}
+	c.snap.Discard()
+	c.snap = c.s.db.NewTransaction(false)
+	clear(c.pending)
+	c.pending = c.pending[:0]
+}
+
+// shutdown finishes the pipeline when ops is closed.
+func (c *committer) shutdown() {
+	if len(c.cur.ops) > 0 {
+		c.s.handoff <- c.cur
+		c.handedOff()
+	}
+	close(c.s.handoff)
+	<-c.s.writerDone
+	c.snap.Discard()
+	if n := c.s.nextSnap.Swap(nil); n != nil {
+		n.txn.Discard()
+	}
+}
+
+// exclusive runs o alone: the pipeline is drained first, and the snapshot
+// renewed after, since o may write to Badger directly.
+func (c *committer) exclusive(o *op) {
+	c.drain()
+	err := c.s.failure()
+	if err == nil {
+		err = c.s.runExclusive(o.exclusive)
+		c.resnap()
+	}
+	o.done <- opResult{err: err}
 }
 
 func (s *Store) runExclusive(fn func() error) (err error) {
@@ -252,30 +373,25 @@ func (s *Store) runOp(o *op, tx *Tx) (ev *StoredEvent, err error) {
 	return o.run(tx)
 }
 
-func (b *batch) open(s *Store) {
-	if b.txn == nil {
-		b.txn = s.db.NewTransaction(true)
-		b.seq = s.seq.Load()
-		b.heads = make(map[string]protocol.Head)
+// run runs one op into the current batch and keeps its overlay if it
+// succeeds and would fit a Badger transaction of its own.
+func (c *committer) run(o *op) {
+	c.refresh()
+	if err := c.s.failure(); err != nil {
+		o.done <- opResult{err: err} // nothing it could read is trusted
+		return
 	}
-}
-
-func (b *batch) keep(o *op, tx *Tx) {
-	o.tx = tx
-	b.kept = append(b.kept, o)
-	b.writes += len(tx.order)
-	b.seq = tx.seq
-	for r, h := range tx.heads {
-		b.heads[r] = h
+	b := c.cur
+	if len(b.ops) == 0 {
+		b.projectors = c.s.projectorList()
 	}
-}
-
-// step runs one op against the batch and, if it is kept, moves its overlay
-// into the batch transaction.
-func (s *Store) step(b *batch, o *op) {
-	b.open(s)
-	tx := newOpTx(s, b)
-	ev, err := s.runOp(o, tx)
+	layers := make([]map[string]write, 0, len(c.pending)+1)
+	for _, p := range c.pending {
+		layers = append(layers, p.writes)
+	}
+	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write),
+		layers: append(layers, b.writes), c: c, b: b, seq: c.seq}
+	ev, err := c.s.runOp(o, tx)
 	b.ops = append(b.ops, o)
 	var k keepWrites
 	switch {
@@ -287,92 +403,21 @@ func (s *Store) step(b *batch, o *op) {
 		o.res = opResult{err: err}
 		return
 	}
-	ferr := tx.flushTo(b.txn)
-	if ferr == nil {
-		b.keep(o, tx)
+	// The writer cannot fail an op alone once later ops have read its
+	// writes, so what Badger would refuse is refused here.
+	if err := c.s.fits(tx); err != nil {
+		o.res = opResult{err: fmt.Errorf("store: write: %w", err)}
 		return
 	}
-	// txn now holds part of o's writes, which cannot be taken back: rebuild
-	// it from the kept ops' overlays.
-	if !s.refill(b) {
-		o.res = opResult{err: fmt.Errorf("store: write: %w", ferr)}
-		return
-	}
-	if !errors.Is(ferr, badger.ErrTxnTooBig) || len(b.kept) == 0 {
-		o.res = opResult{err: fmt.Errorf("store: write: %w", ferr)}
-		return
-	}
-	// The batch is full: commit it without o, then give o a transaction of
-	// its own. o's reads saw exactly what is now committed, so moving its
-	// overlay is the same as running it again, minus fn's side effects.
-	b.ops = b.ops[:len(b.ops)-1]
-	cerr := s.commit(b)
-	b.open(s)
-	b.ops = append(b.ops, o)
-	if cerr != nil {
-		o.res = opResult{err: cerr}
-		return
-	}
-	if ferr := tx.flushTo(b.txn); ferr != nil {
-		b.txn.Discard()
-		b.txn = nil
-		b.open(s)
-		o.res = opResult{err: fmt.Errorf("store: write: op too large for one transaction: %w", ferr)}
-		return
-	}
-	b.keep(o, tx)
-}
-
-// refill replaces the batch transaction with a fresh one holding only the
-// kept ops' writes. They fitted before, so they fit again; if not, they fail.
-func (s *Store) refill(b *batch) bool {
-	b.txn.Discard()
-	b.txn = s.db.NewTransaction(true)
-	for _, k := range b.kept {
-		if err := k.tx.flushTo(b.txn); err != nil {
-			for _, k := range b.kept {
-				k.tx, k.res = nil, opResult{err: fmt.Errorf("store: write: %w", err)}
-			}
-			b.txn.Discard()
-			b.txn, b.kept, b.writes = nil, nil, 0
-			b.open(s)
-			return false
+	o.tx = tx
+	for _, k := range tx.order {
+		if _, ok := b.writes[k]; !ok {
+			b.order = append(b.order, k)
 		}
+		b.writes[k] = tx.writes[k]
 	}
-	return true
-}
-
-// commit commits the batch (one fsync), publishes the new heads and
-// sequence, and acks its ops. On failure nothing is published and every kept
-// op gets the error.
-func (s *Store) commit(b *batch) error {
-	var err error
-	if b.txn != nil {
-		if b.writes > 0 {
-			err = b.txn.Commit()
-		} else {
-			b.txn.Discard()
-		}
+	c.seq = tx.seq
+	for r, h := range tx.heads {
+		c.heads[r] = h
 	}
-	if err != nil {
-		s.log.Error("store: commit failed", "err", err, "ops", len(b.kept))
-		err = fmt.Errorf("store: commit: %w", err)
-	} else if b.writes > 0 {
-		s.headsMu.Lock()
-		for r, h := range b.heads {
-			s.heads[r] = h
-		}
-		s.headsMu.Unlock()
-		s.seq.Store(b.seq)
-		s.commits.Add(1)
-	}
-	for _, o := range b.ops {
-		if err != nil && o.tx != nil {
-			o.res = opResult{err: err}
-		}
-		o.tx = nil
-		o.done <- o.res
-	}
-	b.txn, b.ops, b.kept, b.writes, b.heads = nil, nil, nil, 0, nil
-	return err
 }

@@ -4,9 +4,28 @@
 //
 // Appending an event and updating every projection it touches happen in one
 // Badger transaction, so projections never disagree with the log and can be
-// rebuilt from it (Rebuild). A write is acknowledged only once durable: Badger
-// runs with SyncWrites, and Submit and Ingest return after the commit of the
-// transaction holding their op.
+// rebuilt from it (Rebuild). A write is acknowledged only once durable:
+// Badger runs with SyncWrites, and Submit and Ingest return after the commit of
+// the transaction holding their op.
+//
+// # The pipeline
+//
+// Writes go through two goroutines, so that running ops overlaps the fsync:
+//
+//   - The committer (stage 1) runs ops one at a time (fn, building and
+//     signing the event, projectors), each into its own overlay, and adds
+//     them to the current batch. Whenever the writer is free it hands the
+//     batch over and starts the next one at once.
+//   - The writer (stage 2) takes batches in order, moves the kept ops'
+//     overlays into a Badger transaction (blind writes: it never reads),
+//     commits it with an fsync, publishes the heads and sequence reached,
+//     acks the batch's ops and opens a fresh read-only snapshot for the
+//     committer.
+//
+// The hand-off is unbuffered: one batch commits while the next fills, and a
+// batch holds at most MaxBatch ops, so memory is bounded. A lone writer pays
+// one fsync per op; under load a batch holds the ops that arrived during the
+// previous commit.
 //
 // # Key layout
 //
@@ -35,45 +54,79 @@
 //     replicated (the corpus `sequence`, cursor of changes and SSE). Dense in
 //     this implementation, but consumers must allow gaps.
 //   - op: one Submit, Ingest or Rebuild step, run on the committer.
-//   - batch: the ops committed by one Badger transaction (one fsync).
+//   - batch: the ops the committer hands to the writer at once; committed by
+//     one Badger transaction (one fsync), or several when it is too big.
+//   - overlay: an op's buffered writes; a batch's overlay merges its kept
+//     ops' overlays.
+//   - snapshot: the committer's long-lived read-only Badger transaction.
 //
 // # Invariants
 //
-//   - One writer: the committer goroutine. Reads (View and the read methods)
-//     run concurrently on Badger snapshots and see committed state only.
+//   - One goroutine runs ops (the committer), one commits (the writer).
+//     Reads (View and the read methods) run concurrently on Badger snapshots
+//     and see committed state only.
+//   - An op reads, newest first: its own overlay, the earlier kept ops of its
+//     batch, every batch handed to the writer that its snapshot does not
+//     hold, then the snapshot. That is exactly the state the ops before it
+//     leave, committed or not.
 //   - An event, its indexes, the head, m/seq and every projection of the
 //     event are in the same transaction; a crash keeps all or none of them.
-//   - Heads and the node sequence in memory advance only after a successful
-//     commit; a failed commit leaves them (and the disk) as they were.
+//   - The writer commits batches in hand-off order and ops in run order; it
+//     never drops a kept op alone, since later ops may have read its writes.
+//   - Heads and the node sequence that Heads, Sequence and State report
+//     advance only after a successful commit, by the ops it held. The
+//     committer keeps its own copy, ahead of them by the batches in flight.
 //   - Sequence() = m/seq = the last e/s/ key; Open refuses a store where they
 //     disagree.
+//   - After a failed commit the store is failed: no op is ever committed
+//     again by this Store value.
 //
 // # Tricky bits
 //
-//   - The per-op overlay. Ops of one batch share a Badger transaction, yet a
-//     failing op must leave no trace. So an op's writes are buffered in its
-//     Tx and moved into the batch transaction only when the op succeeds. Get
-//     reads the overlay, then the batch transaction (earlier ops), then
-//     committed state. Iterate merges the overlay as it was when Iterate
-//     began; writes made inside the callback are not visited.
-//   - Batch splitting. Badger refuses a transaction past ~15% of the memtable
-//     (ErrTxnTooBig), and reports it while the op's overlay is half moved in,
-//     with no way to take those writes back. The committer then rebuilds the
-//     transaction from the overlays of the ops already kept, commits them,
-//     and moves the op's overlay into a fresh transaction. The op is not run
-//     again: it read exactly the state that is now committed. An op too large
-//     for a transaction of its own fails alone.
+//   - The per-op overlay. A failing op must leave no trace, so its writes are
+//     buffered in its Tx and join the batch's overlay only when it succeeds.
+//     Iterate merges the overlays as they were when Iterate began; writes
+//     made inside the callback are not visited.
+//   - Why a long-lived snapshot. Badger's NewTransaction (read or write)
+//     waits while a commit is in flight, so the committer cannot open one per
+//     op or batch without losing the overlap. It reads through a snapshot
+//     plus the overlays of the batches committed after it was taken. Right
+//     after each commit, before the next, the writer opens a new snapshot and
+//     publishes it with the id of the last batch it holds; the committer
+//     switches to it between ops, drops the overlays it holds and discards
+//     the old one. Exclusive ops (Rebuild) drain the pipeline first and take
+//     a fresh snapshot after, as they write to Badger directly.
+//   - Batch splitting. The writer first moves the batch's merged overlay into
+//     one transaction (fewer writes: later ops overwrite the head, m/seq and
+//     counters). Badger refuses a transaction past ~15% of the memtable
+//     (ErrTxnTooBig); the writer then starts again op by op. When an op's
+//     overlay is refused half moved in, with no way to take those writes
+//     back, it rebuilds the transaction from the ops before that op, commits
+//     it, acks them and goes on with the op in a fresh transaction. The
+//     writer cannot fail an op alone (later ops have read it), so the
+//     committer refuses, before keeping it, an op Badger would refuse: too
+//     large for a transaction of its own (by Badger's own size rule), a value
+//     too large, a key under Badger's "!badger!" prefix. Such an op fails
+//     alone. Should Badger refuse one anyway, the store fails (below).
+//   - Failure. If a commit fails, the store enters the failed state: that
+//     batch's ops not yet committed (refused ones included, whose refusal may
+//     rest on the failed writes), every op behind them in the pipeline and
+//     every later Submit, Ingest and Rebuild get ErrFailed wrapping the
+//     cause, and State().Status is "failed". The committer's heads and
+//     sequence are no longer trusted; the reported ones stay at the last good
+//     commit. Badger may have kept part or all of the failed batch (in the
+//     memtable, visible to reads, or on disk): reopening recovers the state
+//     its log holds, each transaction all or none.
 //   - Errors that keep writes. Ingest of an equivocation returns
 //     ErrEquivocation yet commits the evidence (keepWrites).
-//   - Acks. Every op of a batch, failed ones included, is answered after the
-//     commit, so a refusal never reports state that did not become durable.
+//   - Acks. Every op of a batch, failed ones included, is answered by the
+//     writer after the commit of its batch (and so of every batch before),
+//     so a refusal never reports state that did not become durable.
 //     A caller whose context ends while its op is still queued gets
 //     ctx.Err() and the op never runs; once running, the caller waits.
 //   - Panics in an op are recovered and fail that op only.
 //   - fn passed to Submit must not call Submit, Ingest or Rebuild (the
-//     committer would wait on itself); View inside fn is allowed but does not
-//     see the batch: read through tx.
-//   - Group commit: the committer takes what is queued (up to MaxBatch) and
-//     never waits for more, so a lone writer pays one fsync per op while
-//     concurrent writers share one.
+//     committer would wait on itself); View inside fn is allowed but sees
+//     committed state only, and may wait for a commit in flight: read
+//     through tx.
 package store

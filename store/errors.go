@@ -8,6 +8,12 @@ var (
 	ErrNotFound = errors.New("store: not found")
 	// ErrClosed is returned by every call made after Close has begun.
 	ErrClosed = errors.New("store: closed")
+	// ErrFailed is returned by every write (Submit, Ingest, Rebuild) once a
+	// commit has failed, wrapped with that commit's error. The store then no
+	// longer knows what Badger kept of the failed batch, so it refuses writes
+	// until it is reopened, which recovers the last state Badger made durable.
+	// Reads still work. State().Status reports "failed".
+	ErrFailed = errors.New("store: failed")
 	// ErrReadOnly is returned by Set, Delete and NextID on the Tx of a View.
 	ErrReadOnly = errors.New("store: read-only transaction")
 	// ErrDuplicate is returned by Ingest for an event the store already holds

@@ -10,8 +10,8 @@ import (
 
 // Rebuild deletes every registered projector's prefixes and replays all
 // events in Sequence order through the projectors, MaxBatch events per
-// transaction. It runs alone on the committer: Submit and Ingest wait until
-// it ends. Readers meanwhile see projections part-way rebuilt. An m/rebuilding
+// transaction. It runs alone on the committer, the pipeline drained: Submit
+// and Ingest wait until it ends. Readers meanwhile see projections part-way rebuilt. An m/rebuilding
 // marker stays set until the replay completes, so a crash or an abort (ctx,
 // Close) shows as State().Status "rebuild-needed" after the next Open.
 func (s *Store) Rebuild(ctx context.Context) error {
@@ -37,6 +37,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 			}
 		}
 	}
+	s.c.resnap() // the replay must read the cleared projections
 	var after uint64
 	for {
 		if err := s.interrupted(ctx); err != nil {
@@ -49,22 +50,19 @@ func (s *Store) rebuild(ctx context.Context) error {
 		if len(evs) == 0 {
 			break
 		}
-		b := &batch{projectors: projectors}
 		ops := make([]*op, len(evs))
 		for i, se := range evs {
 			ops[i] = &op{done: make(chan opResult, 1), run: func(tx *Tx) (*StoredEvent, error) {
-				for _, p := range tx.b.projectors {
+				for _, p := range projectors {
 					if err := p.Apply(tx, se); err != nil {
 						return nil, err
 					}
 				}
 				return nil, nil
 			}}
-			s.step(b, ops[i])
+			s.c.run(ops[i])
 		}
-		if err := s.commit(b); err != nil {
-			return fmt.Errorf("store: rebuild: %w", err)
-		}
+		s.c.drain() // commit the chunk before reading the next
 		for i, o := range ops {
 			if r := <-o.done; r.err != nil {
 				return fmt.Errorf("store: rebuild: event %d (%s): %w", evs[i].Sequence, evs[i].CID, r.err)

@@ -58,7 +58,7 @@ type Projector interface {
 
 // State is what health reports of the store.
 type State struct {
-	Status        string // "ok", "rebuild-needed", "rebuilding", "closed"
+	Status        string // "ok", "rebuild-needed", "rebuilding", "failed", "closed"
 	Sequence      uint64
 	Events        uint64
 	Realms        int
@@ -71,16 +71,22 @@ type State struct {
 }
 
 // Store is the event log, its projections and the local-only tables, in one
-// Badger database with a single writer: the committer goroutine.
+// Badger database. Ops run on the committer goroutine, which hands batches to
+// the writer goroutine, the only one that commits (doc.go).
 type Store struct {
 	cfg  Config
 	log  *slog.Logger
 	db   *badger.DB
 	opts badger.Options
 
-	ops      chan *op
-	loopDone chan struct{}
-	stop     chan struct{} // closed when Close begins; aborts a Rebuild
+	ops        chan *op
+	loopDone   chan struct{}
+	stop       chan struct{} // closed when Close begins; aborts a Rebuild
+	c          *committer
+	handoff    chan *batch // committer → writer; unbuffered: one batch commits while the next fills
+	writerDone chan struct{}
+	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
+	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
 
 	mu         sync.Mutex // guards closed, projectors; inflight.Add happens under it
 	closed     bool
@@ -90,12 +96,16 @@ type Store struct {
 	closeErr   error
 
 	headsMu sync.RWMutex
-	heads   map[string]protocol.Head // committed heads; written only by the committer
-	seq     atomic.Uint64            // committed node sequence
+	heads   map[string]protocol.Head // committed heads; written only by the writer
+	seq     atomic.Uint64            // committed node sequence; written only by the writer
 
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
 	commits       atomic.Uint64 // committed Badger transactions, for tests and metrics
+
+	// beforeCommit, set by tests before the first op, runs on the writer
+	// before each commit; an error stands in for the commit's.
+	beforeCommit func() error
 }
 
 // Open opens (creating if needed) the store described by cfg, checks its
@@ -141,19 +151,23 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	s := &Store{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		db:       db,
-		opts:     opts,
-		ops:      make(chan *op, 4*cfg.MaxBatch),
-		loopDone: make(chan struct{}),
-		stop:     make(chan struct{}),
-		heads:    make(map[string]protocol.Head),
+		cfg:        cfg,
+		log:        cfg.Logger,
+		db:         db,
+		opts:       opts,
+		ops:        make(chan *op, 4*cfg.MaxBatch),
+		loopDone:   make(chan struct{}),
+		stop:       make(chan struct{}),
+		handoff:    make(chan *batch),
+		writerDone: make(chan struct{}),
+		heads:      make(map[string]protocol.Head),
 	}
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	s.c = newCommitter(s)
+	go s.writeLoop()
 	go s.commitLoop()
 	return s, nil
 }
@@ -264,9 +278,9 @@ func (s *Store) enter() error {
 
 func (s *Store) leave() { s.inflight.Done() }
 
-// Close stops accepting calls (ErrClosed), lets the committer finish every
-// queued op and commit, and closes Badger. A running Rebuild is aborted and
-// leaves the store marked rebuild-needed. Close is idempotent.
+// Close stops accepting calls (ErrClosed), lets the committer run every
+// queued op and the writer commit them, and closes Badger. A running Rebuild
+// is aborted and leaves the store marked rebuild-needed. Close is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
@@ -399,13 +413,8 @@ func (s *Store) Heads() (map[protocol.Realm]protocol.Head, error) {
 	return out, nil
 }
 
-func (s *Store) committedHead(realm string) protocol.Head {
-	s.headsMu.RLock()
-	defer s.headsMu.RUnlock()
-	return s.heads[realm]
-}
-
-// Sequence returns the last node sequence assigned by a committed batch.
+// Sequence returns the last node sequence assigned by a committed
+// transaction.
 func (s *Store) Sequence() uint64 { return s.seq.Load() }
 
 // Evidence is one of two different events a realm signed at the same seq.
@@ -458,6 +467,8 @@ func (s *Store) State() State {
 	case s.enter() != nil:
 		st.Status = "closed"
 		return st
+	case s.failure() != nil:
+		st.Status = "failed"
 	case s.rebuilding.Load():
 		st.Status = "rebuilding"
 	case s.rebuildNeeded.Load():

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,20 +19,24 @@ import (
 const maxKeySize = 65000
 
 // Tx is the view one op (or one View) has of the store. In an op it buffers
-// its own writes (the overlay) and hands them to the batch transaction only
-// if the op succeeds; reads see the overlay, then the batch, then committed
+// its own writes (the overlay), handed on only if the op succeeds; reads see
+// the overlay, then ops run before it and not yet committed, then committed
 // state.
 type Tx struct {
 	s        *Store
-	txn      *badger.Txn
+	txn      *badger.Txn // committed state: the View's or the committer's snapshot
 	readOnly bool
 
 	writes map[string]write // the op's overlay
 	order  []string         // first-write order, so flushes are deterministic
+	// layers are the writes of earlier ops that txn does not hold: batches
+	// handed to the writer, then the current batch. Oldest first.
+	layers []map[string]write
+	c      *committer // its heads are those of the ops before this one
+	b      *batch
 
 	// The op's moves of the node sequence and realm heads, published only if
 	// the op is kept and its batch commits.
-	b     *batch
 	seq   uint64
 	heads map[string]protocol.Head
 }
@@ -41,13 +46,13 @@ type write struct {
 	del bool
 }
 
-func newOpTx(s *Store, b *batch) *Tx {
-	return &Tx{s: s, txn: b.txn, writes: make(map[string]write), b: b, seq: b.seq}
-}
-
 // Get returns a copy of the value stored under key, or ErrNotFound.
 func (tx *Tx) Get(key []byte) ([]byte, error) {
-	if w, ok := tx.writes[string(key)]; ok {
+	w, ok := tx.writes[string(key)]
+	for i := len(tx.layers) - 1; !ok && i >= 0; i-- {
+		w, ok = tx.layers[i][string(key)]
+	}
+	if ok {
 		if w.del {
 			return nil, ErrNotFound
 		}
@@ -69,7 +74,7 @@ func (tx *Tx) Set(key, val []byte) error {
 	if err := tx.checkWrite(key); err != nil {
 		return err
 	}
-	tx.put(key, val)
+	tx.put(key, bytes.Clone(val))
 	return nil
 }
 
@@ -95,12 +100,13 @@ func (tx *Tx) checkWrite(key []byte) error {
 }
 
 // put and del skip the reserved-key check: the store writes e/, m/ and x/.
+// put keeps val, which must not change afterwards.
 func (tx *Tx) put(key, val []byte) {
 	k := string(key)
 	if _, ok := tx.writes[k]; !ok {
 		tx.order = append(tx.order, k)
 	}
-	tx.writes[k] = write{val: bytes.Clone(val)}
+	tx.writes[k] = write{val: val}
 }
 
 func (tx *Tx) del(key []byte) {
@@ -139,25 +145,27 @@ func (tx *Tx) NextID(name string) (uint64, error) {
 
 // Iterate calls fn for every key with prefix, in ascending key order or
 // descending when reverse, until fn returns an error; ErrStop ends it
-// quietly. It sees committed state, earlier ops of the batch and this op's
-// own writes as they were when Iterate began: writes fn makes during the
+// quietly. It sees committed state, earlier ops not yet committed and this
+// op's own writes as they were when Iterate began: writes fn makes during the
 // iteration are kept but not visited. key and val are copies.
 func (tx *Tx) Iterate(prefix []byte, reverse bool, fn func(key, val []byte) error) error {
-	// The overlay keys under prefix, in visiting order, merged below with
-	// Badger's iterator; an overlay entry shadows the stored one.
-	var over []string
-	for k := range tx.writes {
-		if strings.HasPrefix(k, string(prefix)) {
-			over = append(over, k)
+	// The uncommitted writes under prefix, newest winning, in visiting
+	// order, merged below with Badger's iterator; they shadow stored keys.
+	snapshot := make(map[string]write)
+	merge := func(l map[string]write) {
+		for k, w := range l {
+			if strings.HasPrefix(k, string(prefix)) {
+				snapshot[k] = w
+			}
 		}
 	}
-	slices.Sort(over)
+	for _, l := range tx.layers {
+		merge(l)
+	}
+	merge(tx.writes)
+	over := slices.Sorted(maps.Keys(snapshot))
 	if reverse {
 		slices.Reverse(over)
-	}
-	snapshot := make(map[string]write, len(over))
-	for _, k := range over {
-		snapshot[k] = tx.writes[k]
 	}
 
 	opts := badger.DefaultIteratorOptions
@@ -230,22 +238,22 @@ func seekFirst(it *badger.Iterator, prefix []byte, reverse bool) {
 	}
 }
 
-// flushTo hands the overlay to txn. On an error txn holds part of it and
+// flushTo moves the overlay into txn. On an error txn holds part of it and
 // must be discarded.
 func (tx *Tx) flushTo(txn *badger.Txn) error {
 	for _, k := range tx.order {
-		w := tx.writes[k]
-		var err error
-		if w.del {
-			err = txn.Delete([]byte(k))
-		} else {
-			err = txn.Set([]byte(k), w.val)
-		}
-		if err != nil {
+		if err := setWrite(txn, k, tx.writes[k]); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func setWrite(txn *badger.Txn, k string, w write) error {
+	if w.del {
+		return txn.Delete([]byte(k))
+	}
+	return txn.Set([]byte(k), w.val)
 }
 
 // head returns the realm's head as this op sees it.
@@ -253,10 +261,7 @@ func (tx *Tx) head(realm string) protocol.Head {
 	if h, ok := tx.heads[realm]; ok {
 		return h
 	}
-	if h, ok := tx.b.heads[realm]; ok {
-		return h
-	}
-	return tx.s.committedHead(realm)
+	return tx.c.heads[realm]
 }
 
 // appendEvent stores a checked, signed event at the next node sequence and
