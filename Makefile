@@ -7,7 +7,7 @@ BENCHTIME ?= 3s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X relay/realm.Version=$(VERSION)
 
-.PHONY: help build run test test-short test-race lint vet fmt fmt-check bench fuzz mcp-conformance mcp-client mcp-oauth clean
+.PHONY: help build run test test-short test-race lint vet fmt fmt-check bench fuzz mcp-conformance mcp-client mcp-oauth openapi-check clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -58,6 +58,9 @@ mcp-client: ## the official MCP TypeScript SDK client against a fresh node (need
 
 mcp-oauth: ## the official MCP TypeScript SDK client through OAuth 2.1 + PKCE against /mcp (needs the npm registry)
 	@GO=$(GO) bash testnet/mcpcheck/run.sh oauth
+
+openapi-check: ## validate /openapi.json as OpenAPI 3.1 with openapi-spec-validator (pip install openapi-spec-validator)
+	RELAY_OPENAPI_CHECK=1 $(GO) test -count=1 -run '^TestOpenAPI$$' -v ./realm
 
 clean: ## remove build output (not ./data)
 	rm -rf bin

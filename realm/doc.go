@@ -16,6 +16,10 @@
 //     secret of a credential is shown once, when it is issued.
 //   - What a client sees of an error is a protocol.Refusal; anything else is
 //     logged and answered with reason "internal".
+//   - Accept, If-None-Match and If-Modified-Since are read in negotiate.go
+//     and nowhere else: for the operations that declare Representations and
+//     for the discovery documents (discovery.go), which are rendered from the
+//     registry per request, never written by hand.
 //
 // # Tricky bits
 //

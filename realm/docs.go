@@ -1,7 +1,6 @@
 package realm
 
 import (
-	"bytes"
 	"embed"
 	htmltemplate "html/template"
 	"net/http"
@@ -10,6 +9,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/corpus"
 )
 
 //go:embed assets
@@ -44,74 +44,44 @@ func join(v any, sep string) string {
 }
 
 // docData is what the discovery documents are written from: the registry,
-// the limits in force and the catalog of reasons.
+// the limits in force, the catalog of reasons and the corpus's
+// vocabularies.
 type docData struct {
-	Realm, Human, Base string
-	Limits             protocol.ParleyLimits
-	Operations         []Endpoint
-	Acts               []protocol.Act
-	States             []protocol.State
-	ClaimStates        []protocol.ClaimState
-	EvidenceKinds      []string
-	Reasons            []protocol.ReasonInfo
+	Realm, Human, Base, Version string
+	Limits                      protocol.ParleyLimits
+	Operations                  []Endpoint
+	ParleyOps, CorpusOps        []docOp
+	Acts                        []protocol.Act
+	States                      []protocol.State
+	ClaimStates                 []protocol.ClaimState
+	EvidenceKinds               []string
+	Reasons                     []protocol.ReasonInfo
+	Kinds                       []corpus.KindInfo
+	RelationshipTypes           []corpus.RelationshipTypeInfo
+	EventTypes                  []string
+	Documents                   []docLink
+	Scopes                      []string
+	ContentSignal               string
+	OAuth                       oauthPaths
+}
+
+// oauthPaths are the corpus's MCP endpoint and its authorization server.
+type oauthPaths struct {
+	MCP, Authorize, Token, Register, ServerMetadata, ResourceMetadata string
 }
 
 func (n *Node) docData(r *http.Request) docData {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
+	ops := n.reg.Operations()
 	d := docData{Realm: string(n.realm), Human: protocol.Identity{Prefix: protocol.HumanPrefix, Line: n.cfg.HumanName}.String(),
-		Base: scheme + "://" + r.Host, Limits: n.limits, Acts: protocol.Acts, States: protocol.States,
-		ClaimStates: protocol.ClaimStates, EvidenceKinds: protocol.EvidenceKinds, Reasons: protocol.Reasons}
-	for _, op := range n.reg.Operations() {
+		Base: n.baseURL(r), Version: Version, Limits: n.limits, Acts: protocol.Acts, States: protocol.States,
+		ClaimStates: protocol.ClaimStates, EvidenceKinds: protocol.EvidenceKinds, Reasons: protocol.Reasons,
+		ParleyOps: sortedOps(ops, api.Parley), CorpusOps: sortedOps(ops, api.Corpus),
+		Kinds: corpus.Kinds, RelationshipTypes: corpus.RelationshipTypes, EventTypes: corpus.ChangeEventTypes,
+		Documents: n.documentLinks(), Scopes: corpusScopes, ContentSignal: contentSignal,
+		OAuth: oauthPaths{MCP: corpusMCPPath, Authorize: oauthAuthorizePath, Token: oauthTokenPath, Register: oauthRegisterPath,
+			ServerMetadata: oauthASMetadataPath, ResourceMetadata: oauthPRMetadataPath + corpusMCPPath}}
+	for _, op := range ops {
 		d.Operations = append(d.Operations, endpointOf(op))
 	}
 	return d
-}
-
-// serveDoc renders a discovery document; before, if given, runs first.
-func (n *Node) serveDoc(contentType string, render func(*bytes.Buffer, docData) error, before ...func(*http.Request) error) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		for _, f := range before {
-			if err := f(r); err != nil {
-				n.log.Error("document", "path", r.URL.Path, "err", err)
-				writeRefusal(w, protocol.Refuse(protocol.ReasonInternal))
-				return
-			}
-		}
-		var buf bytes.Buffer
-		if err := render(&buf, n.docData(r)); err != nil {
-			n.log.Error("render document", "path", r.URL.Path, "err", err)
-			writeRefusal(w, protocol.Refuse(protocol.ReasonInternal))
-			return
-		}
-		w.Header().Set("Content-Type", contentType)
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.Header().Set("Cache-Control", "public, max-age=60")
-		w.Write(buf.Bytes())
-	})
-}
-
-func (n *Node) llmsTxt() http.Handler {
-	return n.serveDoc("text/plain; charset=utf-8", func(b *bytes.Buffer, d docData) error { return llmsTmpl.Execute(b, d) })
-}
-
-func (n *Node) parleyHTML() http.Handler {
-	return n.serveDoc("text/html; charset=utf-8", func(b *bytes.Buffer, d docData) error { return specTmpl.Execute(b, d) })
-}
-
-// guide serves the corpus's write guide (/auth.md). Read with an agent's
-// credential, it records that the agent read it: its first write may then
-// go through.
-func (n *Node) guide() http.Handler {
-	return n.serveDoc("text/markdown; charset=utf-8", func(b *bytes.Buffer, d docData) error {
-		return guideTmpl.Execute(b, d)
-	}, func(r *http.Request) error {
-		p, err := n.authenticate(r, api.Corpus)
-		if err != nil || p == nil {
-			return nil // anyone may read it; only a credential records it
-		}
-		return n.corpus.MarkOnboarded(r.Context(), p)
-	})
 }

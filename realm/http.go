@@ -17,7 +17,6 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
-	"relay/realm/corpus"
 	"relay/store"
 )
 
@@ -32,9 +31,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle(corpusMCPPath, n.corpusMCPHandler(oauth))
 	oauth.mount(mux)
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
-	mux.Handle("GET /llms.txt", n.llmsTxt())
-	mux.Handle("GET /parley.html", n.parleyHTML())
-	mux.Handle("GET "+corpus.GuidePath, n.guide())
+	n.mountDocuments(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
 	return n.recoverer(n.dispatch(mux))
 }
@@ -63,7 +60,15 @@ func (n *Node) dispatch(mux *http.ServeMux) http.Handler {
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			surface = api.Parley
 		}
+		if hasCORS(r.URL.Path) {
+			setCORS(w.Header())
+		}
 		if len(allow) > 0 {
+			allow = append(allow, http.MethodOptions)
+			if r.Method == http.MethodOptions {
+				writePreflight(w, r, allow)
+				return
+			}
 			w.Header().Set("Allow", strings.Join(allow, ", "))
 			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")), surface)
 			return
@@ -81,7 +86,27 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	status := http.StatusOK
 	defer func() { n.metrics.observe(op.Key, "http", status, time.Since(start)) }()
 
-	refuse := func(err error) { status = writeRefusalAs(w, api.InSurface(op, err), op.Surface) }
+	if op.Surface == api.Corpus {
+		setCORS(w.Header())
+	}
+	// A read that declares its representations picks one first, so that
+	// even its errors come in it.
+	var mt string
+	if len(op.Representations) > 0 && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		w.Header().Add("Vary", "Accept")
+		var ok bool
+		if mt, ok = negotiate(r.Header.Get("Accept"), op.Representations); !ok {
+			status = writeNotAcceptable(w, op.Representations, op.Surface)
+			return
+		}
+	}
+	refuse := func(err error) {
+		if mt == mediaMarkdown {
+			status = writeRefusalMarkdown(w, api.InSurface(op, err))
+			return
+		}
+		status = writeRefusalAs(w, api.InSurface(op, err), op.Surface)
+	}
 	p, err := n.authenticate(r, op.Surface)
 	if err != nil {
 		refuse(err)
@@ -105,16 +130,29 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	if op.Status != 0 {
 		status = op.Status
 	}
-	if b, ok := out.(httpBody); ok {
-		if err := b.WriteHTTP(w, r); err != nil {
-			refuse(n.safe(err, op.Key))
-		}
-		return
-	}
 	if h, ok := out.(interface{ HTTPHeaders() http.Header }); ok {
 		for k, v := range h.HTTPHeaders() {
 			w.Header()[k] = v
 		}
+	}
+	if mt != "" {
+		rep, ok, err := render(r, n.baseURL(r), out, mt)
+		if err != nil {
+			refuse(n.safe(err, op.Key))
+			return
+		}
+		if ok {
+			status = rep.write(w, r, status)
+			return
+		}
+		w.Header().Set("Content-Signal", contentSignal) // the result writes its own body
+	}
+	if b, ok := out.(httpBody); ok {
+		if err := b.WriteHTTP(w, r); err != nil {
+			w.Header().Del("Content-Signal")
+			refuse(n.safe(err, op.Key))
+		}
+		return
 	}
 	writeJSON(w, status, out)
 }
@@ -303,11 +341,28 @@ func corpusBody(ref *protocol.Refusal) corpusError {
 // writeRefusalAs renders a refusal (or any error, as internal) in the shape
 // of the operation's protocol, and returns the status written.
 func writeRefusalAs(w http.ResponseWriter, err error, surface api.Surface) int {
+	ref := asRefusal(err)
+	status := ref.Status()
+	refusalHeaders(w, ref)
+	if surface == api.Corpus {
+		writeJSON(w, status, corpusBody(ref))
+	} else {
+		writeJSON(w, status, ref)
+	}
+	return status
+}
+
+// asRefusal is err as a refusal; any other error is internal.
+func asRefusal(err error) *protocol.Refusal {
 	var ref *protocol.Refusal
 	if !errors.As(err, &ref) {
 		ref = protocol.Refuse(protocol.ReasonInternal)
 	}
-	status := ref.Status()
+	return ref
+}
+
+// refusalHeaders sets the headers a refusal carries in every rendering.
+func refusalHeaders(w http.ResponseWriter, ref *protocol.Refusal) {
 	switch ref.Reason {
 	case protocol.ReasonUnauthenticated, protocol.ReasonTokenRequired:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
@@ -316,12 +371,6 @@ func writeRefusalAs(w http.ResponseWriter, err error, surface api.Surface) int {
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}
 	}
-	if surface == api.Corpus {
-		writeJSON(w, status, corpusBody(ref))
-	} else {
-		writeJSON(w, status, ref)
-	}
-	return status
 }
 
 // writeJSON writes v without HTML escaping: clients count bytes of what

@@ -162,6 +162,7 @@ func Open(cfg Config) (*Node, error) {
 	n.registerCore()
 	n.parley.Register(n.reg)
 	n.corpus.Register(n.reg)
+	n.registerFeeds()
 	n.handler = n.routes()
 	return n, nil
 }

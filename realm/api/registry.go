@@ -88,6 +88,12 @@ type Operation struct {
 	Headers map[string]string
 	// Status is the HTTP status of a success; 0 means 200.
 	Status int
+	// Representations are the media types a read offers over HTTP, the
+	// default first. Set, the HTTP transport negotiates Accept (406 when
+	// none is acceptable) and answers conditional requests; empty, the
+	// result is JSON as it is.
+	Representations []string
+
 	Input  *jsonschema.Schema
 	Output *jsonschema.Schema
 	// Handle runs the operation. It never knows which transport called it.

@@ -93,6 +93,7 @@ func (s *Service) Register(reg *api.Registry) {
 	s.registerRelationships(reg)
 	s.registerPull(reg)
 	s.registerSync(reg)
+	declareRepresentations(reg)
 }
 
 func (s *Service) registerOp(ctx context.Context, c *api.Call, _ api.NoInput) (Registration, error) {

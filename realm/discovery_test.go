@@ -1,0 +1,282 @@
+package realm
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDiscoveryDocuments: every document is served with its type, a
+// validator and CORS, whatever Accept says; HEAD and 304 work.
+func TestDiscoveryDocuments(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, doc := range documents {
+		for _, acc := range []string{"", "application/json", "text/html"} {
+			status, body, hdr := tn.send(t, "GET", doc.Path, accept(acc))
+			if status != 200 || mediaOf(hdr) != doc.MediaType || len(body) == 0 {
+				t.Errorf("%s (Accept %q): %d %s", doc.Path, acc, status, hdr.Get("Content-Type"))
+				continue
+			}
+			if hdr.Get("ETag") == "" || hdr.Get("Cache-Control") == "" || hdr.Get("Access-Control-Allow-Origin") != "*" {
+				t.Errorf("%s: headers %v", doc.Path, hdr)
+			}
+			if strings.HasPrefix(doc.MediaType, "application/") {
+				var v any
+				if err := json.Unmarshal(body, &v); err != nil {
+					t.Errorf("%s is not JSON: %v", doc.Path, err)
+				}
+			}
+		}
+		if doc.Path == "/health" {
+			continue // its ETag changes with its uptime
+		}
+		_, body, hdr := tn.send(t, "GET", doc.Path, nil)
+		if st, b, _ := tn.send(t, "GET", doc.Path, http.Header{"If-None-Match": {hdr.Get("ETag")}}); st != 304 || len(b) != 0 {
+			t.Errorf("%s If-None-Match: %d", doc.Path, st)
+		}
+		if st, b, h := tn.send(t, "HEAD", doc.Path, nil); st != 200 || len(b) != 0 || h.Get("ETag") != hdr.Get("ETag") || h.Get("Content-Length") != itoa(uint64(len(body))) {
+			t.Errorf("HEAD %s: %d %v", doc.Path, st, h)
+		}
+	}
+	if _, _, hdr := tn.send(t, "GET", "/health", nil); hdr.Get("Cache-Control") != "no-store" {
+		t.Errorf("/health Cache-Control %q", hdr.Get("Cache-Control"))
+	}
+	status, _, _ := tn.send(t, "POST", "/llms.txt", nil)
+	if status != 405 {
+		t.Errorf("POST /llms.txt: %d", status)
+	}
+}
+
+func TestHomepage(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, tc := range []struct {
+		accept, want string
+		status       int
+	}{
+		{"", mediaHTML, 200},
+		{"text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", mediaHTML, 200},
+		{"text/markdown", mediaMarkdown, 200},
+		{"text/markdown, text/html;q=0.5", mediaMarkdown, 200},
+		{"text/html;q=0, */*", mediaMarkdown, 200},
+		{"application/json", "", 406},
+	} {
+		status, body, hdr := tn.send(t, "GET", "/", accept(tc.accept))
+		if status != tc.status || !strings.Contains(hdr.Get("Vary"), "Accept") {
+			t.Errorf("Accept %q: %d Vary %q", tc.accept, status, hdr.Get("Vary"))
+			continue
+		}
+		if status != 200 {
+			var out map[string]any
+			if json.Unmarshal(body, &out) != nil || corpusCode(out) != "not_acceptable" {
+				t.Errorf("Accept %q: %s", tc.accept, body)
+			}
+			continue
+		}
+		if mediaOf(hdr) != tc.want || !strings.Contains(hdr.Get("Link"), `rel="api-catalog"`) {
+			t.Errorf("Accept %q: %s Link %q", tc.accept, hdr.Get("Content-Type"), hdr.Get("Link"))
+		}
+		if tc.want == mediaHTML && !bytes.Contains(body, []byte("<!doctype html>")) || tc.want == mediaMarkdown && !bytes.HasPrefix(body, []byte("# relay realm ainotes")) {
+			t.Errorf("Accept %q: %.100s", tc.accept, body)
+		}
+	}
+}
+
+func TestDiscoveryContent(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	get := func(path string) string {
+		t.Helper()
+		status, body, _ := tn.send(t, "GET", path, nil)
+		if status != 200 {
+			t.Fatalf("%s: %d", path, status)
+		}
+		return string(body)
+	}
+	llms, full := get("/llms.txt"), get("/llms-full.txt")
+	for _, want := range []string{"# Parley v1", "# The corpus", "POST /api/v1/mcp", "GET /api/v1/manifest", "GET /corpus/index.json",
+		"POST /register", "text/markdown", "application/ld+json", "/.well-known/api-catalog", "untrusted"} {
+		if !strings.Contains(llms, want) {
+			t.Errorf("/llms.txt lacks %q", want)
+		}
+	}
+	if !strings.HasPrefix(full, llms) {
+		t.Error("/llms-full.txt does not begin with /llms.txt")
+	}
+	for _, op := range tn.reg.Operations() {
+		if !strings.Contains(full, "#### `"+op.Method+" "+op.Path+"` — `"+op.Key+"`") {
+			t.Errorf("/llms-full.txt lacks %s", op.Key)
+		}
+		if !strings.Contains(llms, op.Path) {
+			t.Errorf("/llms.txt lacks %s %s", op.Method, op.Path)
+		}
+	}
+	for _, want := range []string{"`conversation_id` (path, string, required)", "`Operation-Token` (header", "`kinds` (query, array of string)", "`subject` (body, string)"} {
+		if !strings.Contains(full, want) {
+			t.Errorf("/llms-full.txt lacks %q", want)
+		}
+	}
+	agents := get("/agents.txt")
+	for _, want := range []string{"## Minimal read workflow", "## Minimal write workflow", "/auth.md", "/service.jsonld", "/corpus/index.json", "untrusted"} {
+		if !strings.Contains(agents, want) {
+			t.Errorf("/agents.txt lacks %q", want)
+		}
+	}
+	robots := get("/robots.txt")
+	if !strings.Contains(robots, "Content-Signal: "+contentSignal) || !strings.Contains(robots, "Sitemap: "+tn.srv.URL+"/sitemap.xml") {
+		t.Errorf("/robots.txt:\n%s", robots)
+	}
+	auth := get("/auth.md")
+	for _, want := range []string{"## HTTP first-write quick start", "## MCP OAuth connection", "/oauth/authorize", "Operation-Token", "428"} {
+		if !strings.Contains(auth, want) {
+			t.Errorf("/auth.md lacks %q", want)
+		}
+	}
+	if !strings.Contains(get("/how-to-use"), "## Integrator security: untrusted content") {
+		t.Error("/how-to-use lacks the integrator security section")
+	}
+
+	// The API catalog, and its alias.
+	status, body, hdr := tn.send(t, "GET", apiCatalogPath, nil)
+	var cat struct {
+		Linkset []map[string]any `json:"linkset"`
+	}
+	if status != 200 || mediaOf(hdr) != mediaLinkset || json.Unmarshal(body, &cat) != nil || len(cat.Linkset) != 1 {
+		t.Fatalf("api-catalog: %d %s %s", status, hdr.Get("Content-Type"), body)
+	}
+	desc := cat.Linkset[0]["service-desc"].([]any)[0].(map[string]any)
+	if cat.Linkset[0]["anchor"] != tn.srv.URL+"/" || desc["href"] != tn.srv.URL+"/openapi.json" {
+		t.Errorf("api-catalog: %v", cat.Linkset[0])
+	}
+	if _, alias, h := tn.send(t, "GET", apiCatalogPath+".json", nil); mediaOf(h) != mediaJSON || !bytes.Equal(alias, body) {
+		t.Errorf("api-catalog.json: %s", h.Get("Content-Type"))
+	}
+
+	var svc ServiceOut
+	if err := json.Unmarshal([]byte(get("/service.json")), &svc); err != nil || len(svc.Protocols) != 2 || svc.ContentSignal != contentSignal {
+		t.Errorf("service.json: %v %+v", err, svc)
+	}
+	var vocab map[string]any
+	json.Unmarshal([]byte(get("/vocab.jsonld")), &vocab)
+	ctx, _ := vocab["@context"].(map[string]any)
+	if ctx["content"] != "schema:text" || ctx["@vocab"] != tn.srv.URL+"/vocab#" || len(vocab["@graph"].([]any)) == 0 {
+		t.Errorf("vocab.jsonld: %v", vocab)
+	}
+	// /auth.md still onboards: the first write goes through after it.
+	a := tn.registerAgent(t, false)
+	if st, _, _ := tn.write(t, a, "/createConversation", "disc-1", map[string]any{"subject": "s", "content": "c"}); st != 428 {
+		t.Fatalf("before the guide: %d", st)
+	}
+	tn.onboard(t, a)
+	if st, out, _ := tn.write(t, a, "/createConversation", "disc-1", map[string]any{"subject": "s", "content": "c"}); st != 201 {
+		t.Fatalf("after the guide: %d %v", st, out)
+	}
+}
+
+// TestOpenAPI: the document lists every registry operation with its
+// parameters, bodies and both error shapes; with openapi-spec-validator
+// installed (pip: openapi-spec-validator), it must validate as OpenAPI 3.1.
+func TestOpenAPI(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	status, body, hdr := tn.send(t, "GET", "/openapi.json", nil)
+	if status != 200 || mediaOf(hdr) != mediaJSON {
+		t.Fatalf("openapi.json: %d %s", status, hdr.Get("Content-Type"))
+	}
+	var doc struct {
+		OpenAPI    string                               `json:"openapi"`
+		Servers    []map[string]any                     `json:"servers"`
+		Paths      map[string]map[string]map[string]any `json:"paths"`
+		Components struct {
+			Schemas         map[string]any `json:"schemas"`
+			SecuritySchemes map[string]any `json:"securitySchemes"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" || doc.Servers[0]["url"] != tn.srv.URL || doc.Components.SecuritySchemes["bearer"] == nil ||
+		doc.Components.Schemas["CorpusError"] == nil || doc.Components.Schemas["ParleyRefusal"] == nil {
+		t.Fatalf("openapi: %s %v %v", doc.OpenAPI, doc.Servers, doc.Components)
+	}
+	ids := map[string]bool{}
+	for _, op := range tn.reg.Operations() {
+		o := doc.Paths[op.Path][strings.ToLower(op.Method)]
+		if o == nil || o["operationId"] != op.Key {
+			t.Errorf("openapi lacks %s (%s %s)", op.Key, op.Method, op.Path)
+			continue
+		}
+		ids[op.Key] = true
+		params := map[string]string{}
+		for _, p := range asSlice(o["parameters"]) {
+			pm := p.(map[string]any)
+			params[pm["name"].(string)] = pm["in"].(string)
+		}
+		for _, name := range pathParams(op.Path) {
+			if params[name] != "path" {
+				t.Errorf("%s: path parameter %s: %v", op.Key, name, params)
+			}
+		}
+		for header := range op.Headers {
+			if params[header] != "header" {
+				t.Errorf("%s: header %s: %v", op.Key, header, params)
+			}
+		}
+		if op.Method == http.MethodPost && bodySchema(op) != nil && o["requestBody"] == nil {
+			t.Errorf("%s: no request body", op.Key)
+		}
+		responses := o["responses"].(map[string]any)
+		def, _ := responses["default"].(map[string]any)
+		ref := field(def, "content", "application/json", "schema", "$ref")
+		if want := map[bool]string{true: "#/components/schemas/CorpusError", false: "#/components/schemas/ParleyRefusal"}[op.Surface == 1]; ref != want {
+			t.Errorf("%s: error schema %v", op.Key, ref)
+		}
+		for _, mt := range op.Representations {
+			st := "200"
+			if op.Status != 0 {
+				st = itoa(uint64(op.Status))
+			}
+			if field(responses[st].(map[string]any), "content", mt) == nil {
+				t.Errorf("%s: no %s response", op.Key, mt)
+			}
+		}
+	}
+	if q := doc.Paths["/messages"]["get"]; q != nil {
+		found := false
+		for _, p := range asSlice(q["parameters"]) {
+			if pm := p.(map[string]any); pm["name"] == "kinds" && pm["in"] == "query" && pm["explode"] == true {
+				found = true
+			}
+		}
+		if !found {
+			t.Error("GET /messages: kinds is not a repeated query parameter")
+		}
+	}
+	for _, p := range []string{"/", "/llms.txt", "/.well-known/api-catalog", "/mcp", "/api/v1/mcp"} {
+		if doc.Paths[p] == nil {
+			t.Errorf("openapi lacks %s", p)
+		}
+	}
+
+	validator, err := exec.LookPath("openapi-spec-validator")
+	if err != nil {
+		if os.Getenv("RELAY_OPENAPI_CHECK") != "" {
+			t.Fatal("RELAY_OPENAPI_CHECK is set but openapi-spec-validator is not installed (pip install openapi-spec-validator)")
+		}
+		t.Log("openapi-spec-validator not installed: the OpenAPI 3.1 validation is skipped")
+		return
+	}
+	file := filepath.Join(t.TempDir(), "openapi.json")
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(validator, "--schema", "3.1", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("openapi-spec-validator: %v\n%s", err, out)
+	}
+	t.Logf("openapi-spec-validator: %s", bytes.TrimSpace(out))
+}
+
+func asSlice(v any) []any { s, _ := v.([]any); return s }

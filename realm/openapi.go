@@ -1,0 +1,315 @@
+package realm
+
+// /openapi.json: an OpenAPI 3.1 document generated from the registry (both
+// surfaces: Parley under /api/v1, the corpus at its root paths) and the
+// table of discovery documents. Operation schemas are the registry's JSON
+// Schemas (draft 2020-12, which OpenAPI 3.1 takes as they are).
+//
+//   - Parameters: path parameters from the route, headers from
+//     Operation.Headers, and for GET the other input properties as query
+//     parameters (arrays repeat the parameter: kinds=a&kinds=b).
+//   - Request bodies (POST): the input schema less what the path and the
+//     headers carry.
+//   - Responses: the success status with one content entry per
+//     representation, 304 and 406 where the read negotiates, and the
+//     error shape of the operation's protocol as the default.
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"relay/realm/api"
+	"relay/realm/corpus"
+)
+
+// opParam is one parameter of an operation.
+type opParam struct {
+	Name, In string
+	Required bool
+	Schema   *jsonschema.Schema
+}
+
+// operationParams lists an operation's parameters: path, header, then (for
+// GET) query parameters by name.
+func operationParams(op *api.Operation) []opParam {
+	var out []opParam
+	taken := map[string]bool{}
+	for _, name := range pathParams(op.Path) {
+		out = append(out, opParam{Name: name, In: "path", Required: true, Schema: schemaOr(property(op.Input, name))})
+		taken[name] = true
+	}
+	for _, header := range slices.Sorted(maps.Keys(op.Headers)) {
+		arg := op.Headers[header]
+		out = append(out, opParam{Name: header, In: "header", Required: requiredIn(op.Input, arg), Schema: schemaOr(property(op.Input, arg))})
+		taken[arg] = true
+	}
+	if op.Method == http.MethodGet && op.Input != nil {
+		for _, name := range slices.Sorted(maps.Keys(op.Input.Properties)) {
+			if !taken[name] {
+				out = append(out, opParam{Name: name, In: "query", Required: requiredIn(op.Input, name), Schema: op.Input.Properties[name]})
+			}
+		}
+	}
+	return out
+}
+
+func schemaOr(s *jsonschema.Schema) *jsonschema.Schema {
+	if s == nil {
+		return &jsonschema.Schema{Type: "string"}
+	}
+	return s
+}
+
+func requiredIn(s *jsonschema.Schema, name string) bool {
+	return s != nil && slices.Contains(s.Required, name)
+}
+
+// schemaType names a schema's type for the text documents.
+func schemaType(s *jsonschema.Schema) string {
+	if s == nil {
+		return "any"
+	}
+	types := s.Types
+	if s.Type != "" {
+		types = []string{s.Type}
+	}
+	var ts []string
+	for _, t := range types {
+		switch {
+		case t == "null":
+		case t == "array" && s.Items != nil:
+			ts = append(ts, "array of "+schemaType(s.Items))
+		default:
+			ts = append(ts, t)
+		}
+	}
+	if len(ts) == 0 {
+		return "any"
+	}
+	return strings.Join(ts, " or ")
+}
+
+// bodySchema is the input less what the path and headers carry; nil when
+// nothing is left.
+func bodySchema(op *api.Operation) *jsonschema.Schema {
+	if op.Input == nil {
+		return nil
+	}
+	drop := map[string]bool{}
+	for _, name := range pathParams(op.Path) {
+		drop[name] = true
+	}
+	for _, arg := range op.Headers {
+		drop[arg] = true
+	}
+	s := *op.Input
+	s.Properties = map[string]*jsonschema.Schema{}
+	for k, v := range op.Input.Properties {
+		if !drop[k] {
+			s.Properties[k] = v
+		}
+	}
+	s.Required = slices.DeleteFunc(slices.Clone(op.Input.Required), func(k string) bool { return drop[k] })
+	if len(s.Properties) == 0 {
+		return nil
+	}
+	return &s
+}
+
+type oaObject = map[string]any
+
+// errorSchemas are the two error shapes.
+func errorSchemas() oaObject {
+	str := oaObject{"type": "string"}
+	details := oaObject{"type": "object", "description": "machine-readable specifics (field, rule, limits, offered types …)"}
+	return oaObject{
+		"ParleyRefusal": oaObject{
+			"type": "object", "required": []string{"reason", "error"},
+			"properties": oaObject{"reason": oaObject{"type": "string", "description": "stable machine-readable reason"}, "error": str, "details": details},
+		},
+		"CorpusError": oaObject{
+			"type": "object", "required": []string{"error"},
+			"properties": oaObject{"error": oaObject{
+				"type": "object", "required": []string{"code", "message", "how_to_proceed"},
+				"properties": oaObject{"code": oaObject{"type": "string"}, "message": str, "how_to_proceed": str, "details": details},
+			}},
+		},
+	}
+}
+
+func errorRef(s api.Surface) oaObject {
+	name := "ParleyRefusal"
+	if s == api.Corpus {
+		name = "CorpusError"
+	}
+	return oaObject{"$ref": "#/components/schemas/" + name}
+}
+
+// contentOf is the content of a response in the media type mt.
+func contentOf(mt string, jsonSchema any) oaObject {
+	switch {
+	case mt == mediaJSON || mt == mediaLinkset:
+		if jsonSchema == nil {
+			jsonSchema = oaObject{"type": "object"}
+		}
+		return oaObject{"schema": jsonSchema}
+	case mt == mediaJSONLD:
+		return oaObject{"schema": oaObject{"type": "object", "description": "JSON-LD; its @context is " + corpus.VocabPath}}
+	}
+	return oaObject{"schema": oaObject{"type": "string"}}
+}
+
+func headerObj(desc string) oaObject {
+	return oaObject{"description": desc, "schema": oaObject{"type": "string"}}
+}
+
+func (n *Node) openAPIOperation(op *api.Operation) oaObject {
+	surface := "parley"
+	if op.Surface == api.Corpus {
+		surface = "corpus"
+	}
+	o := oaObject{
+		"operationId": op.Key,
+		"summary":     op.Purpose,
+		"tags":        []string{surface},
+		"x-access":    op.Access.String(),
+	}
+	if tool := op.ToolName(); tool != "" {
+		o["x-mcp-tool"] = tool
+	}
+	var params []any
+	for _, p := range operationParams(op) {
+		po := oaObject{"name": p.Name, "in": p.In, "required": p.Required, "schema": p.Schema}
+		if p.Schema.Description != "" {
+			po["description"] = p.Schema.Description
+		}
+		if p.In == "query" && strings.HasPrefix(schemaType(p.Schema), "array") {
+			po["style"], po["explode"] = "form", true
+		}
+		params = append(params, po)
+	}
+	if len(params) > 0 {
+		o["parameters"] = params
+	}
+	if op.Method != http.MethodGet {
+		if body := bodySchema(op); body != nil {
+			o["requestBody"] = oaObject{"required": len(body.Required) > 0, "content": oaObject{mediaJSON: oaObject{"schema": body}}}
+		}
+	}
+	switch op.Access.Kind {
+	case api.AccessPublic:
+		o["security"] = []any{oaObject{}, oaObject{"bearer": []string{}}}
+	default:
+		o["security"] = []any{oaObject{"bearer": []string{}}}
+	}
+	status := http.StatusOK
+	if op.Status != 0 {
+		status = op.Status
+	}
+	types := op.Representations
+	if len(types) == 0 {
+		types = []string{mediaJSON}
+	}
+	content := oaObject{}
+	for _, mt := range types {
+		content[mt] = contentOf(mt, op.Output)
+	}
+	ok := oaObject{"description": http.StatusText(status), "content": content}
+	responses := oaObject{strconv.Itoa(status): ok, "default": oaObject{
+		"description": "a refusal", "content": oaObject{mediaJSON: oaObject{"schema": errorRef(op.Surface)}}}}
+	if len(op.Representations) > 0 {
+		ok["headers"] = oaObject{"ETag": headerObj("strong validator of this representation"), "Vary": headerObj("Accept")}
+		responses["304"] = oaObject{"description": "Not Modified: If-None-Match (or If-Modified-Since) matched"}
+		responses["406"] = oaObject{"description": "Not Acceptable: the diagnostic lists the offered types",
+			"content": oaObject{mediaJSON: oaObject{"schema": errorRef(op.Surface)}, mediaText: oaObject{"schema": oaObject{"type": "string"}}}}
+	}
+	o["responses"] = responses
+	return o
+}
+
+// openAPIDoc is the document.
+func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
+	paths := oaObject{}
+	add := func(path, method string, o oaObject) {
+		item, _ := paths[path].(oaObject)
+		if item == nil {
+			item = oaObject{}
+			paths[path] = item
+		}
+		item[strings.ToLower(method)] = o
+	}
+	for _, op := range n.reg.Operations() {
+		add(op.Path, op.Method, n.openAPIOperation(op))
+	}
+	docOp := func(id, summary string, types ...string) oaObject {
+		content := oaObject{}
+		for _, t := range types {
+			content[t] = contentOf(t, nil)
+		}
+		return oaObject{"operationId": id, "summary": summary, "tags": []string{"discovery"}, "security": []any{oaObject{}},
+			"responses": oaObject{"200": oaObject{"description": "OK", "content": content}, "304": oaObject{"description": "Not Modified"}}}
+	}
+	add("/", http.MethodGet, docOp("get_home", "The homepage: HTML, or Markdown when preferred.", mediaHTML, mediaMarkdown))
+	for _, doc := range documents {
+		add(doc.Path, http.MethodGet, docOp("get_document"+strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(doc.Path), doc.Title, doc.MediaType))
+	}
+	jsonRPC := oaObject{"type": "object", "description": "a JSON-RPC 2.0 message"}
+	mcpOp := func(id, summary string, security []any) oaObject {
+		return oaObject{"operationId": id, "summary": summary, "tags": []string{"mcp"}, "security": security,
+			"requestBody": oaObject{"required": true, "content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}}},
+			"responses": oaObject{
+				"200": oaObject{"description": "the JSON-RPC answer, as JSON or an event stream",
+					"content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}, "text/event-stream": oaObject{"schema": oaObject{"type": "string"}}}},
+				"202": oaObject{"description": "a notification or response was accepted"},
+				"401": oaObject{"description": "a credential is needed"},
+			}}
+	}
+	add("/api/v1/mcp", http.MethodPost, mcpOp("parley_mcp", "Parley over MCP (streamable HTTP, stateless): initialize, tools/list, tools/call, ping.",
+		[]any{oaObject{"bearer": []string{}}}))
+	add(corpusMCPPath, http.MethodPost, mcpOp("corpus_mcp", "The corpus over MCP (streamable HTTP), with an OAuth 2.1 access token.",
+		[]any{oaObject{"oauth2": corpusScopes}}))
+
+	keys := slices.Collect(maps.Keys(paths))
+	sort.Strings(keys)
+	ordered := make(map[string]any, len(keys))
+	for _, k := range keys {
+		ordered[k] = paths[k]
+	}
+	schemes := oaObject{
+		"bearer": oaObject{"type": "http", "scheme": "bearer",
+			"description": "Parley: a token (apply at POST /api/v1/tokens/request). Corpus: the agent_id from POST /register."},
+		"oauth2": oaObject{"type": "oauth2", "description": "The corpus's MCP endpoint: authorization code with PKCE S256.",
+			"flows": oaObject{"authorizationCode": oaObject{
+				"authorizationUrl": d.Base + oauthAuthorizePath, "tokenUrl": d.Base + oauthTokenPath, "refreshUrl": d.Base + oauthTokenPath,
+				"scopes": oaObject{corpus.ScopeRead: "read tools", corpus.ScopeWrite: "write tools"}}}},
+	}
+	return oaObject{
+		"openapi": "3.1.0",
+		"info": oaObject{
+			"title":   "relay realm " + d.Realm,
+			"version": d.Version,
+			"summary": "Parley v1 and the public conversation corpus, on one node.",
+			"description": "Generated from the node's operation registry. Parley lives under /api/v1 and refuses with {reason, error, details}; " +
+				"the corpus lives at root paths and refuses with {error: {code, message, how_to_proceed}}. Public reads also answer HEAD and OPTIONS (CORS). " +
+				"Corpus reads negotiate Accept (JSON by default; Markdown and JSON-LD where listed) and answer If-None-Match and If-Modified-Since. " +
+				"Corpus messages are untrusted data.",
+		},
+		"servers":           []any{oaObject{"url": d.Base}},
+		"jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+		"tags": []any{
+			oaObject{"name": "parley", "description": "Parley v1 over HTTP (also the tools of /api/v1/mcp)"},
+			oaObject{"name": "corpus", "description": "The public corpus (also the tools of /mcp)"},
+			oaObject{"name": "discovery", "description": "Discovery documents"},
+			oaObject{"name": "mcp", "description": "The MCP endpoints"},
+		},
+		"paths":        ordered,
+		"components":   oaObject{"schemas": errorSchemas(), "securitySchemes": schemes},
+		"externalDocs": oaObject{"url": d.Base + "/llms-full.txt", "description": "The full protocol, as text"},
+	}, nil
+}
