@@ -68,16 +68,22 @@ func TestPipelineReadsInFlight(t *testing.T) {
 		return draftFn("t.a", "a")(tx)
 	})
 	<-g.held // a's batch is committing
-	var got []string
+	var got, rev []string
 	ran := make(chan struct{})
 	b := submitAsync(s, func(tx *Tx) (*protocol.Draft, error) {
 		defer close(ran)
-		err := tx.Iterate([]byte("l/k/"), false, func(k, v []byte) error {
-			got = append(got, string(k)+"="+string(v))
-			return nil
-		})
-		if err != nil {
-			return nil, err
+		for _, r := range []bool{false, true} {
+			err := tx.Iterate([]byte("l/k/"), r, func(k, v []byte) error {
+				if r {
+					rev = append(rev, string(k)+"="+string(v))
+				} else {
+					got = append(got, string(k)+"="+string(v))
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
 		}
 		return draftFn("t.b", "b")(tx)
 	})
@@ -95,6 +101,9 @@ func TestPipelineReadsInFlight(t *testing.T) {
 	}
 	if want := "l/k/1=c1 l/k/2=a2 l/k/3=a3"; strings.Join(got, " ") != want {
 		t.Fatalf("read %q, want %q", strings.Join(got, " "), want)
+	}
+	if want := "l/k/3=a3 l/k/2=a2 l/k/1=c1"; strings.Join(rev, " ") != want {
+		t.Fatalf("read in reverse %q, want %q", strings.Join(rev, " "), want)
 	}
 	if rb.se.Event.Seq != 2 || !rb.se.Event.Prev.Equals(ra.se.CID) || rb.se.Sequence != 2 {
 		t.Fatalf("b at seq %d Sequence %d, prev %v; a is %s", rb.se.Event.Seq, rb.se.Sequence, rb.se.Event.Prev, ra.se.CID)
