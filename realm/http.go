@@ -314,6 +314,10 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 	if errors.Is(err, store.ErrClosed) {
 		return protocol.Refuse(protocol.ReasonUnavailable)
 	}
+	if errors.Is(err, store.ErrFailed) {
+		n.log.Error("store failed: writes refused until the node is restarted", "op", op, "err", err)
+		return protocol.Refuse(protocol.ReasonUnavailable)
+	}
 	n.log.Error("operation failed", "op", op, "err", err)
 	return protocol.Refuse(protocol.ReasonInternal)
 }
