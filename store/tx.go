@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -66,6 +67,19 @@ func (tx *Tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	return item.ValueCopy(nil)
+}
+
+// GetJSON decodes the JSON record at key into v; found is false when there
+// is none. Projections and local tables keep their records as JSON.
+func (tx *Tx) GetJSON(key []byte, v any) (found bool, err error) {
+	b, err := tx.Get(key)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, json.Unmarshal(b, v)
 }
 
 // Set stores val under key when the op succeeds. Keys under e/, m/ and x/

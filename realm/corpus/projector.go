@@ -60,7 +60,7 @@ func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
 	m := messageOf(se, d)
 	seq := u64(se.Sequence)
 	var c Conversation
-	ok, err := getJSON(tx, cat(pfxConv, []byte(d.ConversationID)), &c)
+	ok, err := tx.GetJSON(cat(pfxConv, []byte(d.ConversationID)), &c)
 	if err != nil {
 		return err
 	}
@@ -132,7 +132,7 @@ func changeData(m *Message, subject string) map[string]any {
 func countTag(tx *store.Tx, tag, conv string) error {
 	k := cat(pfxTag, []byte(tag))
 	t := tagRec{Tag: tag}
-	if _, err := getJSON(tx, k, &t); err != nil {
+	if _, err := tx.GetJSON(k, &t); err != nil {
 		return err
 	}
 	t.Messages++
@@ -152,7 +152,7 @@ func countTag(tx *store.Tx, tag, conv string) error {
 func countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	if _, err := getJSON(tx, k, &a); err != nil {
+	if _, err := tx.GetJSON(k, &a); err != nil {
 		return err
 	}
 	if a.Messages == 0 {

@@ -132,7 +132,7 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 				return nil
 			}
 			var m Message
-			if _, err := getJSON(tx, cat(pfxMessage, v), &m); err != nil {
+			if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil {
 				return err
 			}
 			if in.Before != nil && m.Sequence >= *in.Before {
@@ -169,7 +169,7 @@ type MessageOut struct {
 func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (MessageOut, error) {
 	var out MessageOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := getJSON(tx, cat(pfxMessage, []byte(in.MessageID)), &out.Message)
+		ok, err := tx.GetJSON(cat(pfxMessage, []byte(in.MessageID)), &out.Message)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No message %q.", in.MessageID)
 		}
@@ -217,7 +217,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 				return nil
 			}
 			var cv Conversation
-			if _, err := getJSON(tx, cat(pfxConv, v), &cv); err != nil {
+			if _, err := tx.GetJSON(cat(pfxConv, v), &cv); err != nil {
 				return err
 			}
 			subj := strings.ToLower(cv.Subject)
@@ -254,7 +254,7 @@ func (s *Service) conversationHas(tx *store.Tx, conv, tag string, kinds []string
 	found := false
 	err := tx.Iterate(cat(pfxConvMsgs, []byte(conv)), false, func(_, v []byte) error {
 		var m Message
-		if _, err := getJSON(tx, cat(pfxMessage, v), &m); err != nil {
+		if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil {
 			return err
 		}
 		if (tag == "" || slices.Contains(m.Tags, tag)) && (len(kinds) == 0 || hasAny(m.Kind, kinds)) {
@@ -278,7 +278,7 @@ type ConversationOut struct {
 func (s *Service) getConversation(ctx context.Context, c *api.Call, in conversationIDIn) (ConversationOut, error) {
 	var out ConversationOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := getJSON(tx, cat(pfxConv, []byte(in.ConversationID)), &out.Conversation)
+		ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &out.Conversation)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No conversation %q.", in.ConversationID)
 		}
@@ -379,7 +379,7 @@ func (s *Service) listAgents(ctx context.Context, c *api.Call, in offsetIn) (Age
 					return err
 				}
 				a := authorRec{}
-				if _, err := getJSON(tx, cat(pfxAuthor, []byte(r.AuthorID)), &a); err != nil {
+				if _, err := tx.GetJSON(cat(pfxAuthor, []byte(r.AuthorID)), &a); err != nil {
 					return err
 				}
 				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt, MessageCount: a.Messages, ConversationCount: a.Conversations}
@@ -447,7 +447,7 @@ func (s *Service) getAgent(ctx context.Context, c *api.Call, in authorIDIn) (Pro
 			return err
 		}
 		a := authorRec{Kinds: map[string]int{}}
-		active, err := getJSON(tx, cat(pfxAuthor, []byte(in.AuthorID)), &a)
+		active, err := tx.GetJSON(cat(pfxAuthor, []byte(in.AuthorID)), &a)
 		if err != nil {
 			return err
 		}

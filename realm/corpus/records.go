@@ -3,7 +3,6 @@ package corpus
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"relay/store"
@@ -90,17 +89,6 @@ type Change struct {
 	ResourceID    string          `json:"resource_id"`
 	RecordedAt    time.Time       `json:"recorded_at"`
 	Data          json.RawMessage `json:"data"`
-}
-
-func getJSON(tx *store.Tx, k []byte, v any) (bool, error) {
-	b, err := tx.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, json.Unmarshal(b, v)
 }
 
 func putJSON(tx *store.Tx, k []byte, v any) error {

@@ -154,7 +154,7 @@ func relationshipAt(tx *store.Tx, r *relRec, at uint64) (Relationship, error) {
 		target := r.TargetAuthor
 		if target == "" { // a replica that received the target later
 			var m Message
-			if _, err := getJSON(tx, cat(pfxMessage, []byte(r.Target)), &m); err != nil {
+			if _, err := tx.GetJSON(cat(pfxMessage, []byte(r.Target)), &m); err != nil {
 				return out, err
 			}
 			target = m.AuthorID
@@ -194,7 +194,7 @@ func assertionRule(author, typ string, src, tgt *Message) error {
 // heldMessage reads a held message; nil when it is not held.
 func heldMessage(tx *store.Tx, id string) (*Message, error) {
 	var m Message
-	ok, err := getJSON(tx, cat(pfxMessage, []byte(id)), &m)
+	ok, err := tx.GetJSON(cat(pfxMessage, []byte(id)), &m)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func applyRetraction(tx *store.Tx, se *store.StoredEvent) error {
 		return err
 	}
 	var r relRec
-	ok, err := getJSON(tx, cat(pfxRel, []byte(d.RelationshipID)), &r)
+	ok, err := tx.GetJSON(cat(pfxRel, []byte(d.RelationshipID)), &r)
 	switch {
 	case err != nil:
 		return err
@@ -419,7 +419,7 @@ func (s *Service) createRelationship(ctx context.Context, c *api.Call, in relati
 
 func loadRel(tx *store.Tx, id string) (*relRec, error) {
 	var r relRec
-	ok, err := getJSON(tx, cat(pfxRel, []byte(id)), &r)
+	ok, err := tx.GetJSON(cat(pfxRel, []byte(id)), &r)
 	if err == nil && !ok {
 		err = protocol.Refusef(protocol.ReasonNotFound, "No relationship %q.", id)
 	}
@@ -488,7 +488,7 @@ func (s *Service) retractRelationship(ctx context.Context, c *api.Call, in retra
 func (s *Service) retraction(id string) (RetractionOut, error) {
 	var out RetractionOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := getJSON(tx, cat(pfxRetr, []byte(id)), &out.Retraction)
+		ok, err := tx.GetJSON(cat(pfxRetr, []byte(id)), &out.Retraction)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No relationship retraction %q.", id)
 		}

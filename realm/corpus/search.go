@@ -636,7 +636,7 @@ func (s *Service) search(ctx context.Context, c *api.Call, in searchIn) (SearchO
 	if err := s.st.View(func(tx *store.Tx) error {
 		for _, h := range hits {
 			var m Message
-			ok, err := getJSON(tx, cat(pfxMessage, []byte(h.id)), &m)
+			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &m)
 			if err != nil {
 				return err
 			}

@@ -418,7 +418,7 @@ func (s *Service) messagesJSONL(ctx context.Context, c *api.Call, in messagesIn)
 	err = s.st.View(func(tx *store.Tx) error {
 		return scanSeq(tx, pfx, after, upTo, func(seq uint64, id []byte) error {
 			var m Message
-			if ok, err := getJSON(tx, cat(pfxMessage, id), &m); err != nil || !ok {
+			if ok, err := tx.GetJSON(cat(pfxMessage, id), &m); err != nil || !ok {
 				return err
 			}
 			if !in.match(&m) {

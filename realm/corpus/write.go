@@ -231,7 +231,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	id, replayed, err := s.idempotent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
 			var c Conversation
-			ok, err := getJSON(tx, cat(pfxConv, []byte(in.ConversationID)), &c)
+			ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &c)
 			if err != nil {
 				return nil, err
 			}
@@ -281,7 +281,7 @@ func (s *Service) idempotent(ctx context.Context, p *api.Principal, opType, toke
 	var replay string
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		var rec opRecord
-		if ok, err := getJSON(tx, opKey, &rec); err != nil {
+		if ok, err := tx.GetJSON(opKey, &rec); err != nil {
 			return nil, err
 		} else if ok {
 			if string(rec.Hash) != string(hash) {
@@ -320,13 +320,13 @@ func (s *Service) result(messageID string) (WriteResult, error) {
 	err := s.st.View(func(tx *store.Tx) error {
 		var m Message
 		var c Conversation
-		if ok, err := getJSON(tx, cat(pfxMessage, []byte(messageID)), &m); err != nil || !ok {
+		if ok, err := tx.GetJSON(cat(pfxMessage, []byte(messageID)), &m); err != nil || !ok {
 			if err == nil {
 				err = errors.New("corpus: written message not found")
 			}
 			return err
 		}
-		if _, err := getJSON(tx, cat(pfxConv, []byte(m.ConversationID)), &c); err != nil {
+		if _, err := tx.GetJSON(cat(pfxConv, []byte(m.ConversationID)), &c); err != nil {
 			return err
 		}
 		out = WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: c.RootMessageID, Subject: c.Subject,

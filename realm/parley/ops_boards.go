@@ -73,7 +73,7 @@ func (s *Service) loadBoard(tx *store.Tx, ref protocol.KeyRef) (*Board, error) {
 	}
 	var b Board
 	if ok {
-		ok, err = getJSON(tx, key(pfxBoard, u64(id)), &b)
+		ok, err = tx.GetJSON(key(pfxBoard, u64(id)), &b)
 	}
 	if err != nil {
 		return nil, err
@@ -136,7 +136,7 @@ func (s *Service) createBoard(ctx context.Context, author, slug, name, desc stri
 	}
 	var b Board
 	err = s.st.View(func(tx *store.Tx) error {
-		_, err := getJSON(tx, key(pfxBoard, u64(id)), &b)
+		_, err := tx.GetJSON(key(pfxBoard, u64(id)), &b)
 		return err
 	})
 	return &b, err
@@ -164,7 +164,7 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 		var ts []*threadRec
 		err = tx.Iterate(key(pfxBoardTh, u64(b.ID)), false, func(k, _ []byte) error {
 			var t threadRec
-			ok, err := getJSON(tx, key(pfxThread, k[len(pfxBoardTh)+8:]), &t)
+			ok, err := tx.GetJSON(key(pfxThread, k[len(pfxBoardTh)+8:]), &t)
 			if err != nil || !ok {
 				return err
 			}

@@ -35,7 +35,7 @@ func (s *Service) loadClaimRef(tx *store.Tx, ref protocol.KeyRef) (*claimRec, er
 	}
 	var c claimRec
 	if ok {
-		ok, err = getJSON(tx, key(pfxClaim, id.bytes()), &c)
+		ok, err = tx.GetJSON(key(pfxClaim, id.bytes()), &c)
 	}
 	if err != nil {
 		return nil, err
@@ -74,7 +74,7 @@ func (s *Service) threadClaims(ctx context.Context, c *api.Call, in threadIDIn) 
 		out.Thread = s.keyString(protocol.KeyThread, t.id())
 		return tx.Iterate(key(pfxThreadCl, t.id().bytes()), false, func(_, v []byte) error {
 			var cl claimRec
-			if _, err := getJSON(tx, key(pfxClaim, v), &cl); err != nil {
+			if _, err := tx.GetJSON(key(pfxClaim, v), &cl); err != nil {
 				return err
 			}
 			out.Claims = append(out.Claims, s.claimOut(&cl))

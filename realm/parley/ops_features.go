@@ -131,7 +131,7 @@ func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStat
 	}
 	var f Feature
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		ok, err := getJSON(tx, featureKey(in.ID), &f)
+		ok, err := tx.GetJSON(featureKey(in.ID), &f)
 		if err != nil {
 			return nil, err
 		}

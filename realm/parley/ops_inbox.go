@@ -65,7 +65,7 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 		var ts []*threadRec
 		err := tx.Iterate(key(pfxPart, []byte(me), []byte{0}), false, func(k, _ []byte) error {
 			var t threadRec
-			ok, err := getJSON(tx, key(pfxThread, k[len(pfxPart)+len(me)+1:]), &t)
+			ok, err := tx.GetJSON(key(pfxThread, k[len(pfxPart)+len(me)+1:]), &t)
 			if err != nil || !ok {
 				return err
 			}

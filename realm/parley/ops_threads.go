@@ -111,7 +111,7 @@ func (s *Service) loadThreadRef(tx *store.Tx, ref protocol.KeyRef) (*threadRec, 
 	}
 	var t threadRec
 	if ok {
-		ok, err = getJSON(tx, key(pfxThread, id.bytes()), &t)
+		ok, err = tx.GetJSON(key(pfxThread, id.bytes()), &t)
 	}
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (s *Service) getThread(ctx context.Context, c *api.Call, in threadIDIn) (Th
 		var msgs []*messageRec
 		err = tx.Iterate(key(pfxThreadMs, t.id().bytes()), false, func(_, v []byte) error {
 			var m messageRec
-			if _, err := getJSON(tx, key(pfxMessage, v), &m); err != nil {
+			if _, err := tx.GetJSON(key(pfxMessage, v), &m); err != nil {
 				return err
 			}
 			msgs = append(msgs, &m)
@@ -243,7 +243,7 @@ func (s *Service) threadWrite(ctx context.Context, p *api.Principal, ref protoco
 	var out ThreadResult
 	err = s.st.View(func(tx *store.Tx) error {
 		var t threadRec
-		_, err := getJSON(tx, key(pfxThread, tid.bytes()), &t)
+		_, err := tx.GetJSON(key(pfxThread, tid.bytes()), &t)
 		out.Thread = s.threadOut(&t)
 		return err
 	})

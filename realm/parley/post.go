@@ -77,7 +77,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			tid = id
 			t = new(threadRec)
-			if _, err := getJSON(tx, key(pfxThread, id.bytes()), t); err != nil {
+			if _, err := tx.GetJSON(key(pfxThread, id.bytes()), t); err != nil {
 				return nil, err
 			}
 			if board != "" {
@@ -108,7 +108,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			var pm messageRec
 			if ok {
-				if _, err := getJSON(tx, key(pfxMessage, pid.bytes()), &pm); err != nil {
+				if _, err := tx.GetJSON(key(pfxMessage, pid.bytes()), &pm); err != nil {
 					return nil, err
 				}
 			}
@@ -141,7 +141,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 				return nil, protocol.Refusef(protocol.ReasonClaimNotFound, "No claim %q; see get_threads_id_claims.", r).With("field", "refutes")
 			}
 			var c claimRec
-			if _, err := getJSON(tx, key(pfxClaim, cid.bytes()), &c); err != nil {
+			if _, err := tx.GetJSON(key(pfxClaim, cid.bytes()), &c); err != nil {
 				return nil, err
 			}
 			if _, ref := protocol.ClaimRefute(c.State); ref != nil {
@@ -192,10 +192,10 @@ func (s *Service) postOut(mid, tid rid) (PostOut, error) {
 	err := s.st.View(func(tx *store.Tx) error {
 		var m messageRec
 		var t threadRec
-		if _, err := getJSON(tx, key(pfxMessage, mid.bytes()), &m); err != nil {
+		if _, err := tx.GetJSON(key(pfxMessage, mid.bytes()), &m); err != nil {
 			return err
 		}
-		if _, err := getJSON(tx, key(pfxThread, tid.bytes()), &t); err != nil {
+		if _, err := tx.GetJSON(key(pfxThread, tid.bytes()), &t); err != nil {
 			return err
 		}
 		out = PostOut{Message: s.messageOut(&m), Thread: s.threadOut(&t)}
@@ -236,7 +236,7 @@ func rememberExtension(tx *store.Tx, identity, ext string) error {
 func (s *Service) Extensions(identity string) ([]string, error) {
 	var list []string
 	err := s.st.View(func(tx *store.Tx) error {
-		_, err := getJSON(tx, key(pfxExt, []byte(identity)), &list)
+		_, err := tx.GetJSON(key(pfxExt, []byte(identity)), &list)
 		return err
 	})
 	return nonNil(list), err

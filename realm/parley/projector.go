@@ -102,7 +102,7 @@ func (p *apply) board(d boardData) error {
 
 func (p *apply) loadThread(id rid) (*threadRec, error) {
 	var t threadRec
-	ok, err := getJSON(p.tx, key(pfxThread, id.bytes()), &t)
+	ok, err := p.tx.GetJSON(key(pfxThread, id.bytes()), &t)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +116,7 @@ func (p *apply) loadThread(id rid) (*threadRec, error) {
 // old (nil for a new thread).
 func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 	var b Board
-	ok, err := getJSON(p.tx, key(pfxBoard, u64(t.Board)), &b)
+	ok, err := p.tx.GetJSON(key(pfxBoard, u64(t.Board)), &b)
 	if err != nil {
 		return err
 	}
@@ -336,7 +336,7 @@ func isMissing(err error) bool { _, ok := err.(missingError); return ok }
 
 func (p *apply) updateClaim(id rid, f func(*claimRec)) error {
 	var c claimRec
-	ok, err := getJSON(p.tx, key(pfxClaim, id.bytes()), &c)
+	ok, err := p.tx.GetJSON(key(pfxClaim, id.bytes()), &c)
 	if err != nil {
 		return err
 	}

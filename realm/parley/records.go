@@ -3,7 +3,6 @@ package parley
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"relay/protocol"
@@ -193,18 +192,6 @@ type historyRec struct {
 type cidRef struct {
 	Kind protocol.KeyKind `json:"kind"`
 	ID   rid              `json:"id"`
-}
-
-// getJSON reads and decodes one record; found is false when absent.
-func getJSON(tx *store.Tx, k []byte, v any) (found bool, err error) {
-	b, err := tx.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, json.Unmarshal(b, v)
 }
 
 func putJSON(tx *store.Tx, k []byte, v any) error {

@@ -95,7 +95,7 @@ func (s *Service) lookupRef(tx *store.Tx, kind protocol.KeyKind, ref protocol.Ke
 	if r.CID != "" {
 		c, _ := protocol.ParseCID(r.CID)
 		var cr cidRef
-		ok, err := getJSON(tx, key(pfxCID, c.Bytes()), &cr)
+		ok, err := tx.GetJSON(key(pfxCID, c.Bytes()), &cr)
 		if err != nil || !ok {
 			return rid{}, false, err
 		}
@@ -142,7 +142,7 @@ func (s *Service) firstClaim(tx *store.Tx, cr cidRef) (rid, bool, error) {
 		}
 	}
 	var m messageRec
-	ok, err := getJSON(tx, key(pfxMessage, mid.bytes()), &m)
+	ok, err := tx.GetJSON(key(pfxMessage, mid.bytes()), &m)
 	if err != nil || !ok || len(m.Claims) == 0 {
 		return rid{}, false, err
 	}
