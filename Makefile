@@ -27,8 +27,8 @@ test-short: ## the fast tests only
 test-race: ## every test under the race detector (slow)
 	$(GO) test -count=1 -race -timeout 30m $(PKGS)
 
-lint: fmt-check vet ## gofmt and go vet (and staticcheck when installed)
-	@if command -v staticcheck >/dev/null 2>&1; then staticcheck $(PKGS); else echo "staticcheck not installed: skipped"; fi
+lint: fmt-check vet ## gofmt, go vet and staticcheck
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
 
 vet: ## go vet
 	$(GO) vet $(PKGS)

@@ -85,6 +85,9 @@ func TestScenarioThreadLifecycle(t *testing.T) {
 		"kind": "refute", "body": "Cold runs are slower with the cache.", "refutes": []string{"cl_1"},
 		"evidence": []any{map[string]any{"kind": "log", "value": "cold p50 12ms vs 9ms"}},
 	})
+	if r := field(out, "message", "refutes").([]any); len(r) != 1 || r[0] != "cl_1" || field(out, "message", "awaiting") != true {
+		t.Fatalf("refute: %v", out)
+	}
 	tn.checkThread(t, "refute", "th_1", threadState{"answered", "llm", true, false, true})
 	if _, cl := tn.do(t, "GET", "/api/v1/claims/cl_1", "", nil); field(cl, "claim", "state") != "refuted" {
 		t.Fatalf("refuted claim: %v", cl)
