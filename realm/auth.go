@@ -3,10 +3,6 @@ package realm
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -20,6 +16,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/secret"
 	"relay/store"
 )
 
@@ -91,21 +88,19 @@ func (a *Auth) hasHuman() bool {
 
 // Authenticate resolves a bearer secret. The lookup is by the id the secret
 // carries; the secret itself is compared as a hash in constant time.
-func (a *Auth) Authenticate(secret string) (*api.Principal, error) {
-	id, raw, ok := splitToken(secret)
+func (a *Auth) Authenticate(token string) (*api.Principal, error) {
+	id, raw, ok := splitToken(token)
 	if !ok {
 		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
 	}
 	a.mu.RLock()
 	rec := a.tokens[id]
 	a.mu.RUnlock()
-	sum := sha256.Sum256([]byte(raw))
-	if rec == nil {
-		// Spend the same comparison on a miss, so timing says nothing.
-		subtle.ConstantTimeCompare(sum[:], make([]byte, sha256.Size))
-		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
+	var stored []byte
+	if rec != nil {
+		stored = rec.Hash
 	}
-	if subtle.ConstantTimeCompare(sum[:], rec.Hash) != 1 || rec.RevokedAt != nil {
+	if !secret.Equal(secret.Hash(raw), stored) || rec.RevokedAt != nil {
 		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
 	}
 	return a.principal(rec), nil
@@ -123,19 +118,12 @@ func (a *Auth) principal(rec *tokenRecord) *api.Principal {
 }
 
 func splitToken(s string) (uint64, string, bool) {
-	rest, ok := strings.CutPrefix(s, tokenPrefix)
+	idPart, raw, ok := secret.Split(s, tokenPrefix)
 	if !ok {
 		return 0, "", false
 	}
-	idPart, secret, ok := strings.Cut(rest, "_")
-	if !ok || len(secret) < 32 || len(secret) > 128 {
-		return 0, "", false
-	}
 	id, err := strconv.ParseUint(idPart, 10, 64)
-	if err != nil {
-		return 0, "", false
-	}
-	return id, secret, true
+	return id, raw, err == nil
 }
 
 // bearer extracts the token of an Authorization header.
@@ -162,15 +150,10 @@ type IssuedToken struct {
 // credential's line is its name; an agent's line is derived from the label
 // and made unique in the realm.
 func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, human bool) (*IssuedToken, error) {
-	var secretBytes [32]byte
-	if _, err := rand.Read(secretBytes[:]); err != nil {
-		return nil, err
-	}
-	secret := base64.RawURLEncoding.EncodeToString(secretBytes[:])
+	raw, hash := secret.New()
 	if len(rights) == 0 {
 		rights, _ = protocol.NewRights() // read, always
 	}
-	sum := sha256.Sum256([]byte(secret))
 	var rec tokenRecord
 	_, err := a.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		id, err := tx.NextID("token")
@@ -181,7 +164,7 @@ func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, 
 		if err != nil {
 			return nil, err
 		}
-		rec = tokenRecord{ID: id, Label: label, Line: line, Rights: rights, Human: human, Hash: sum[:], CreatedAt: time.Now().UTC()}
+		rec = tokenRecord{ID: id, Label: label, Line: line, Rights: rights, Human: human, Hash: hash, CreatedAt: time.Now().UTC()}
 		if err := putToken(tx, &rec); err != nil {
 			return nil, err
 		}
@@ -194,7 +177,7 @@ func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, 
 	p := a.principal(&rec)
 	return &IssuedToken{
 		ID:       rec.ID,
-		Token:    tokenPrefix + strconv.FormatUint(rec.ID, 10) + "_" + secret,
+		Token:    tokenPrefix + strconv.FormatUint(rec.ID, 10) + "_" + raw,
 		Label:    rec.Label,
 		Identity: p.Identity.String(),
 		Rights:   rightNames(p.Rights),

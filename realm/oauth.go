@@ -26,6 +26,7 @@ import (
 	"relay/protocol"
 	"relay/realm/api"
 	"relay/realm/corpus"
+	secretpkg "relay/realm/secret"
 	"relay/store"
 )
 
@@ -292,39 +293,22 @@ func oauthKey(pfx []byte, id string) []byte { return append(append([]byte(nil), 
 // is checked against its hash.
 func newSecret(prefix string) (full, id string, hash []byte) {
 	var idb [8]byte
-	var sb [32]byte
 	rand.Read(idb[:])
-	rand.Read(sb[:])
 	id = hex.EncodeToString(idb[:])
-	secret := base64.RawURLEncoding.EncodeToString(sb[:])
-	sum := sha256.Sum256([]byte(secret))
-	return prefix + id + "_" + secret, id, sum[:]
+	raw, hash := secretpkg.New()
+	return prefix + id + "_" + raw, id, hash
 }
 
-// splitSecret parses what newSecret made.
+// splitSecret parses what newSecret made and hashes its secret part.
 func splitSecret(s, prefix string) (id string, sum []byte, ok bool) {
-	rest, ok := strings.CutPrefix(s, prefix)
-	if !ok {
-		return "", nil, false
-	}
-	id, secret, ok := strings.Cut(rest, "_")
-	if !ok || len(id) != 16 || len(secret) < 43 {
+	id, raw, ok := secretpkg.Split(s, prefix)
+	if !ok || len(id) != 16 {
 		return "", nil, false
 	}
 	if _, err := hex.DecodeString(id); err != nil {
 		return "", nil, false
 	}
-	h := sha256.Sum256([]byte(secret))
-	return id, h[:], true
-}
-
-// sameHash compares in constant time; a missing record compares against
-// zeros, so a miss costs what a mismatch does.
-func sameHash(sum, stored []byte) bool {
-	if stored == nil {
-		stored = make([]byte, sha256.Size)
-	}
-	return subtle.ConstantTimeCompare(sum, stored) == 1
+	return id, secretpkg.Hash(raw), true
 }
 
 // grantScopes applies the seed's rules: omitted grants read; supported
@@ -598,8 +582,7 @@ func (o *oauthServer) authenticateClient(r *http.Request, form url.Values) (*oau
 		}
 		return c, nil
 	}
-	sum := sha256.Sum256([]byte(secret))
-	if secret == "" || !sameHash(sum[:], c.SecretHash) {
+	if secret == "" || !secretpkg.Equal(secretpkg.Hash(secret), c.SecretHash) {
 		return nil, oauthErr(http.StatusUnauthorized, "invalid_client", "Client authentication failed.")
 	}
 	return c, nil
@@ -624,7 +607,7 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 		if err != nil {
 			return nil, err
 		}
-		if !sameHash(sum, code.Hash) || !found {
+		if !secretpkg.Equal(sum, code.Hash) || !found {
 			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The code is not valid.")
 			return nil, nil
 		}
@@ -703,7 +686,7 @@ func (o *oauthServer) refresh(r *http.Request, c *oauthClient, form url.Values) 
 		if err != nil {
 			return nil, err
 		}
-		if !sameHash(sum, rt.Hash) || !found || rt.ClientID != c.ID {
+		if !secretpkg.Equal(sum, rt.Hash) || !found || rt.ClientID != c.ID {
 			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The refresh token is not valid.")
 			return nil, nil
 		}
@@ -835,7 +818,7 @@ func (o *oauthServer) verify(ctx context.Context, token string, r *http.Request)
 		o.n.log.Error("oauth: load token", "err", err)
 		return nil, errors.New("internal error")
 	}
-	if !sameHash(sum, rec.Hash) || !found {
+	if !secretpkg.Equal(sum, rec.Hash) || !found {
 		return nil, fmt.Errorf("%w: unknown or revoked token", auth.ErrInvalidToken)
 	}
 	if o.now().After(rec.Expires) {

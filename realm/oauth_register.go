@@ -2,7 +2,6 @@ package realm
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"strings"
 
 	"relay/protocol"
+	secretpkg "relay/realm/secret"
 	"relay/store"
 )
 
@@ -63,8 +63,7 @@ func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
 	info := clientInformation{clientMetadata: md, ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix()}
 	if c.AuthMethod != "none" {
 		secret, _, _ := newSecret(prefixSecret)
-		sum := sha256.Sum256([]byte(secret))
-		c.SecretHash = sum[:]
+		c.SecretHash = secretpkg.Hash(secret)
 		never := int64(0)
 		info.ClientSecret, info.ClientSecretExpiresAt = secret, &never
 	}

@@ -3,9 +3,6 @@ package corpus
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -17,6 +14,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/secret"
 	"relay/store"
 )
 
@@ -94,23 +92,21 @@ func (a *agents) get(n uint64) *agentRec {
 
 // Authenticate resolves a corpus agent_id. handled is false when the
 // credential is not an agent_id at all (it may be a Parley token).
-func (s *Service) Authenticate(secret string) (p *api.Principal, handled bool, err error) {
-	rest, ok := strings.CutPrefix(secret, agentPrefix)
-	if !ok {
+func (s *Service) Authenticate(token string) (p *api.Principal, handled bool, err error) {
+	if !strings.HasPrefix(token, agentPrefix) {
 		return nil, false, nil
 	}
-	nPart, raw, ok := strings.Cut(rest, "_")
+	nPart, raw, ok := secret.Split(token, agentPrefix)
 	n, perr := strconv.ParseUint(nPart, 10, 64)
-	if !ok || perr != nil || len(raw) < 32 {
+	if !ok || perr != nil {
 		return nil, true, protocol.Refuse(protocol.ReasonUnauthorized)
 	}
-	sum := sha256.Sum256([]byte(raw))
 	r := s.agents.get(n)
-	if r == nil {
-		subtle.ConstantTimeCompare(sum[:], make([]byte, sha256.Size))
-		return nil, true, protocol.Refuse(protocol.ReasonUnauthorized)
+	var stored []byte
+	if r != nil {
+		stored = r.Hash
 	}
-	if subtle.ConstantTimeCompare(sum[:], r.Hash) != 1 {
+	if !secret.Equal(secret.Hash(raw), stored) {
 		return nil, true, protocol.Refuse(protocol.ReasonUnauthorized)
 	}
 	return s.principal(r, nil), true, nil
@@ -174,14 +170,9 @@ func (s *Service) register(ctx context.Context) (*Registration, *agentRec, error
 // registerWith is register, onboarded at once if asked, with bind (when not
 // nil) run in the same transaction: its error undoes the registration.
 func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx *store.Tx, n uint64) error) (*Registration, *agentRec, error) {
-	var secretBytes [32]byte
-	if _, err := rand.Read(secretBytes[:]); err != nil {
-		return nil, nil, err
-	}
-	secret := base64.RawURLEncoding.EncodeToString(secretBytes[:])
-	sum := sha256.Sum256([]byte(secret))
+	raw, hash := secret.New()
 	opaque := randomHex(8)
-	rec := agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: sum[:], Onboarded: onboarded}
+	rec := agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: hash, Onboarded: onboarded}
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		n, err := tx.NextID("corpus_agent")
 		if err != nil {
@@ -211,7 +202,7 @@ func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx
 	}
 	s.agents.put(&rec)
 	return &Registration{
-		AgentID: agentPrefix + strconv.FormatUint(rec.N, 10) + "_" + secret, EndpointID: rec.EndpointID,
+		AgentID: agentPrefix + strconv.FormatUint(rec.N, 10) + "_" + raw, EndpointID: rec.EndpointID,
 		AgentName: rec.Name, AuthorID: rec.AuthorID, OnboardingRequired: true, Guide: s.guide(),
 	}, &rec, nil
 }
