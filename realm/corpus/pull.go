@@ -118,19 +118,9 @@ func (s *Service) pullConversation(ctx context.Context, c *api.Call, in pullIn) 
 			return PullOut{}, invalid("max_response_bytes must be 1..%d.", MaxPullBudget).With("field", "max_response_bytes")
 		}
 	}
-	if in.State == "" {
-		in.State = "active"
-	}
-	if in.State != "active" && in.State != "all" {
-		return PullOut{}, invalid("state is active or all.").With("field", "state")
-	}
-	at := s.st.Sequence()
-	if in.At != nil && *in.At < at {
-		at = *in.At
-	}
-	var after uint64
-	if in.After != nil {
-		after = *in.After
+	at, after, err := s.window(&in.State, in.At, in.After)
+	if err != nil {
+		return PullOut{}, err
 	}
 	out := PullOut{SnapshotSequence: at, Messages: []Message{}, Relationships: []Relationship{}}
 	var msgs, rels []graphRecord

@@ -564,6 +564,27 @@ type RelationshipsOut struct {
 // HTTPHeaders carries the cursor headers.
 func (r RelationshipsOut) HTTPHeaders() http.Header { return r.page.headers() }
 
+// window applies the paging rules list_relationships and pull_conversation
+// share: state is active (the default) or all; at is an inclusive bound,
+// the node's current sequence by default, and a later one is clamped, since
+// the answer could not stay fixed past what is stored; after is exclusive.
+func (s *Service) window(state *string, at, after *uint64) (atSeq, afterSeq uint64, err error) {
+	if *state == "" {
+		*state = "active"
+	}
+	if *state != "active" && *state != "all" {
+		return 0, 0, invalid("state is active or all.").With("field", "state")
+	}
+	atSeq = s.st.Sequence()
+	if at != nil && *at < atSeq {
+		atSeq = *at
+	}
+	if after != nil {
+		afterSeq = *after
+	}
+	return atSeq, afterSeq, nil
+}
+
 func (s *Service) listRelationships(ctx context.Context, c *api.Call, in relationshipsIn) (RelationshipsOut, error) {
 	limit, err := limitOf(in.Limit)
 	if err != nil {
@@ -581,20 +602,9 @@ func (s *Service) listRelationships(ctx context.Context, c *api.Call, in relatio
 	if !slices.Contains([]string{"outgoing", "incoming", "both"}, in.Direction) {
 		return RelationshipsOut{}, invalid("direction is incoming, outgoing or both.").With("field", "direction")
 	}
-	if in.State == "" {
-		in.State = "active"
-	}
-	if in.State != "active" && in.State != "all" {
-		return RelationshipsOut{}, invalid("state is active or all.").With("field", "state")
-	}
-	// A later at is clamped: the answer could not stay fixed past what is stored.
-	at := s.st.Sequence()
-	if in.At != nil && *in.At < at {
-		at = *in.At
-	}
-	var after uint64
-	if in.After != nil {
-		after = *in.After
+	at, after, err := s.window(&in.State, in.At, in.After)
+	if err != nil {
+		return RelationshipsOut{}, err
 	}
 	out := RelationshipsOut{Relationships: []Relationship{}, At: at}
 	pfx := cat(pfxRelMsg, []byte(in.MessageID), []byte{0})
