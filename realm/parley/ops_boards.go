@@ -113,7 +113,7 @@ func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (B
 // does (the bootstrap's Lobby).
 func (s *Service) createBoard(ctx context.Context, author, slug, name, desc string, p ...*api.Principal) (*Board, error) {
 	var id uint64
-	_, err := s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		if _, err := tx.Get(key(pfxSlug, []byte(slug))); err == nil {
 			return nil, protocol.Refusef(protocol.ReasonConflict, "A board with slug %q exists.", slug).With("field", "slug")
 		}

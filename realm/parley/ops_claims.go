@@ -141,7 +141,7 @@ func (s *Service) seal(ctx context.Context, c *api.Call, in sealIn) (ClaimResult
 // claimWrite appends one event about a claim and answers the claim after it.
 func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol.KeyRef, typ string, f func(*claimRec) (any, error)) (ClaimResult, error) {
 	var id rid
-	_, err := s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		cl, err := s.loadClaimRef(tx, ref)
 		if err != nil {
 			return nil, err

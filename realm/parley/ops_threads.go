@@ -222,7 +222,7 @@ type ThreadResult struct {
 // given the thread and the caller's standing.
 func (s *Service) threadWrite(ctx context.Context, p *api.Principal, ref protocol.KeyRef, typ string, f func(t *threadRec, st protocol.Standing) (any, error)) (ThreadResult, error) {
 	var tid rid
-	_, err := s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		t, err := s.loadThreadRef(tx, ref)
 		if err != nil {
 			return nil, err

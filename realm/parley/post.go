@@ -33,7 +33,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		ext = env.From.Extension
 	}
 	var mid, tid rid
-	_, err = s.submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		d := messageData{Kind: string(env.Kind), Body: env.Body, Extension: ext, AuthorKind: authorKind(p),
 			RelatesTo: env.RelatesTo, Evidence: env.Evidence}
 		if env.Provenance != nil {

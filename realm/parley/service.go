@@ -184,12 +184,6 @@ func authorKind(p *api.Principal) string {
 	return protocol.OriginLLM
 }
 
-// submit appends the event fn decides on; a nil draft is refused as
-// internal, since every forum write is an event.
-func (s *Service) submit(ctx context.Context, fn func(tx *store.Tx) (*protocol.Draft, error)) (*store.StoredEvent, error) {
-	return s.st.Submit(ctx, fn)
-}
-
 func draft(typ string, p *api.Principal, data any) (*protocol.Draft, error) {
 	b, err := protocol.EncodeData(data)
 	if err != nil {
