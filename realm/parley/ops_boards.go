@@ -102,16 +102,15 @@ func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (B
 	case protocol.CodePoints(in.Description) > 500:
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "description: at most 500 characters.").With("field", "description").With("rule", "max_length")
 	}
-	b, err := s.createBoard(ctx, "", in.Slug, strings.TrimSpace(in.Name), in.Description, c.Principal)
+	b, err := s.createBoard(ctx, c.Principal.Identity.String(), in.Slug, strings.TrimSpace(in.Name), in.Description)
 	if err != nil {
 		return BoardOut{}, err
 	}
 	return BoardOut{Board: *b}, nil
 }
 
-// createBoard appends a board. author names the creator when no principal
-// does (the bootstrap's Lobby).
-func (s *Service) createBoard(ctx context.Context, author, slug, name, desc string, p ...*api.Principal) (*Board, error) {
+// createBoard appends a board created by author.
+func (s *Service) createBoard(ctx context.Context, author, slug, name, desc string) (*Board, error) {
 	var id uint64
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		if _, err := tx.Get(key(pfxSlug, []byte(slug))); err == nil {
@@ -125,9 +124,6 @@ func (s *Service) createBoard(ctx context.Context, author, slug, name, desc stri
 		data, err := protocol.EncodeData(boardData{ID: n, Slug: slug, Name: name, Description: desc})
 		if err != nil {
 			return nil, err
-		}
-		if len(p) > 0 {
-			author = p[0].Identity.String()
 		}
 		return &protocol.Draft{Type: evBoardCreated, Author: author, Data: data}, nil
 	})
