@@ -279,6 +279,7 @@ func TestCorpusStreamFanout(t *testing.T) {
 // than waiting for them to go idle.
 func TestCorpusStreamShutdown(t *testing.T) {
 	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = "ainotes"
 	cfg.DataDir = t.TempDir()
 	cfg.HTTPAddr = "127.0.0.1:0"

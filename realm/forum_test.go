@@ -1261,6 +1261,7 @@ func TestForumExtensions(t *testing.T) {
 func forumOpenAt(t *testing.T, dir string) (tn *testNode, close func()) {
 	t.Helper()
 	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir = "ainotes", dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	n, err := Open(cfg)

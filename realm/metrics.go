@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"relay/federation"
 )
 
 // metrics are the node's Prometheus series, on a registry of its own so
@@ -42,4 +44,51 @@ func newMetrics(n *Node) *metrics {
 func (m *metrics) observe(op, transport string, status int, d time.Duration) {
 	m.requests.WithLabelValues(op, transport, strconv.Itoa(status)).Inc()
 	m.latency.WithLabelValues(op, transport).Observe(d.Seconds())
+}
+
+// federationCollector reads the federation's state at each scrape.
+type federationCollector struct {
+	fed                                            *federation.Service
+	peers, head, lag, received, refused, published *prometheus.Desc
+}
+
+func newFederationCollector(f *federation.Service) *federationCollector {
+	return &federationCollector{fed: f,
+		peers:     prometheus.NewDesc("relay_federation_peers", "Peers by connection state.", []string{"state"}, nil),
+		head:      prometheus.NewDesc("relay_federation_realm_head", "The newest seq held of each realm.", []string{"realm"}, nil),
+		lag:       prometheus.NewDesc("relay_federation_realm_lag", "Events of each realm seen at a peer and not yet held.", []string{"realm"}, nil),
+		received:  prometheus.NewDesc("relay_federation_received_total", "Events stored from peers, by way (gossip, catchup).", []string{"way"}, nil),
+		refused:   prometheus.NewDesc("relay_federation_refused_total", "Events and requests from peers refused, by cause.", []string{"cause"}, nil),
+		published: prometheus.NewDesc("relay_federation_published_total", "Own events sent on the realm's topic.", nil, nil),
+	}
+}
+
+func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.peers, c.head, c.lag, c.received, c.refused, c.published} {
+		ch <- d
+	}
+}
+
+func (c *federationCollector) Collect(ch chan<- prometheus.Metric) {
+	states := map[string]int{"connected": 0, "dialing": 0, "backoff": 0, "idle": 0}
+	for _, p := range c.fed.Peers() {
+		states[p.State]++
+	}
+	for s, k := range states {
+		ch <- prometheus.MustNewConstMetric(c.peers, prometheus.GaugeValue, float64(k), s)
+	}
+	if rs, err := c.fed.Realms(); err == nil {
+		for _, r := range rs {
+			ch <- prometheus.MustNewConstMetric(c.head, prometheus.GaugeValue, float64(r.Seq), r.Realm)
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(r.Lag), r.Realm)
+		}
+	}
+	cs := c.fed.Counters()
+	for w, v := range cs.Received {
+		ch <- prometheus.MustNewConstMetric(c.received, prometheus.CounterValue, float64(v), w)
+	}
+	for w, v := range cs.Refused {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(v), w)
+	}
+	ch <- prometheus.MustNewConstMetric(c.published, prometheus.CounterValue, float64(cs.Published))
 }

@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
+
+	"github.com/ipfs/go-cid"
 
 	"relay/federation"
 	"relay/protocol"
@@ -29,8 +32,13 @@ type Config struct {
 	Realm    string   // realm name; empty: the one the data directory holds, else "local"
 	DataDir  string   // key, operator secret and store live here
 	HTTPAddr string   // listen address of the HTTP API
-	P2PAddrs []string // libp2p listen multiaddrs (federation)
-	Peers    []string // peers to dial (federation)
+	P2PAddrs []string // libp2p listen multiaddrs; none: the node does not federate
+	Peers    []string // peers to dial and admit (full multiaddrs ending in /p2p/<peer id>)
+	// OpenFederation admits realms the operator did not name as peers.
+	OpenFederation bool
+	// SyncInterval is how often connected peers compare heads (anti-entropy);
+	// 0: the federation default.
+	SyncInterval time.Duration
 	// InMemory keeps the store in memory: for tests; nothing survives.
 	InMemory bool
 	// HumanName is the operator's line: the human is human:<HumanName>.
@@ -71,6 +79,8 @@ type Node struct {
 	metrics  *metrics
 	parley   *parley.Service
 	corpus   *corpus.Service
+	fed      *federation.Service // nil when the node does not federate
+	fedClose sync.Once
 	limiter  *limiter
 	limits   protocol.ParleyLimits
 	handler  http.Handler
@@ -144,7 +154,13 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.parley = parley.New(st, parley.Config{Realm: name, Limits: n.limits, Logger: cfg.Logger,
-		OnFeature: func(parley.Feature) { n.metrics.features.Inc() }})
+		OnFeature: func(parley.Feature) { n.metrics.features.Inc() },
+		FetchImage: func(ctx context.Context, c cid.Cid) ([]byte, error) {
+			if n.fed == nil {
+				return nil, federation.ErrNoBlob
+			}
+			return n.fed.FetchBlobAny(ctx, c)
+		}})
 	if n.auth, err = newAuth(name, st); err != nil {
 		st.Close()
 		return nil, err
@@ -158,8 +174,25 @@ func Open(cfg Config) (*Node, error) {
 		st.Close()
 		return nil, fmt.Errorf("default board: %w", err)
 	}
+	// Replicated events reach the corpus streams like local ones.
+	st.Watch(func([]*store.StoredEvent) { n.corpus.Notify() })
+	if len(cfg.P2PAddrs) > 0 {
+		fcfg := federation.DefaultConfig()
+		fcfg.Realm, fcfg.Identity, fcfg.Logger = name, id, cfg.Logger
+		fcfg.Listen, fcfg.Peers, fcfg.Open = cfg.P2PAddrs, cfg.Peers, cfg.OpenFederation
+		fcfg.Blobs = n.parley
+		if cfg.SyncInterval > 0 {
+			fcfg.SyncInterval = cfg.SyncInterval
+		}
+		if n.fed, err = federation.New(st, fcfg); err != nil {
+			st.Close()
+			return nil, err
+		}
+		n.metrics.reg.MustRegister(newFederationCollector(n.fed))
+	}
 	n.reg = api.NewRegistry()
 	n.registerCore()
+	n.registerFederation()
 	n.parley.Register(n.reg)
 	n.corpus.Register(n.reg)
 	n.registerFeeds()
@@ -275,6 +308,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	go func() { errc <- n.server.Serve(n.listener) }()
 	select {
 	case err := <-errc:
+		n.closeFederation()
 		n.store.Close()
 		return err
 	case <-ctx.Done():
@@ -283,6 +317,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := n.server.Shutdown(sctx)
+	n.closeFederation()
 	if cerr := n.store.Close(); err == nil {
 		err = cerr
 	}
@@ -297,5 +332,20 @@ func (n *Node) Close() error {
 	if n.listener != nil && n.server == nil {
 		n.listener.Close()
 	}
+	n.closeFederation()
 	return n.store.Close()
 }
+
+// closeFederation hangs up on every peer before the store closes.
+func (n *Node) closeFederation() {
+	n.fedClose.Do(func() {
+		if n.fed != nil {
+			if err := n.fed.Close(); err != nil {
+				n.log.Warn("federation close", "err", err)
+			}
+		}
+	})
+}
+
+// Federation is the node's federation, nil when it does not federate.
+func (n *Node) Federation() *federation.Service { return n.fed }

@@ -28,6 +28,7 @@ type testNode struct {
 func startNode(t *testing.T, realmName string) *testNode {
 	t.Helper()
 	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = realmName
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
@@ -153,6 +154,7 @@ func TestOperatorTokenFile(t *testing.T) {
 func TestReopenKeepsRealmAndCredentials(t *testing.T) {
 	dir := t.TempDir()
 	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir = "first", dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	n, err := Open(cfg)

@@ -29,6 +29,7 @@ type HealthOut struct {
 	Schema        int            `json:"schema" jsonschema:"the store's schema version"`
 	Realm         string         `json:"realm"`
 	PeerID        string         `json:"peer_id"`
+	P2P           []string       `json:"p2p" jsonschema:"the node's libp2p addresses, ending in /p2p/<peer id>; empty when it does not federate"`
 	Pragmas       map[string]any `json:"pragmas" jsonschema:"the store settings in force"`
 	Store         HealthStore    `json:"store"`
 	UptimeSeconds int64          `json:"uptime_seconds"`
@@ -57,6 +58,7 @@ func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOu
 		Schema:  store.SchemaVersion,
 		Realm:   string(n.realm),
 		PeerID:  n.PeerID(),
+		P2P:     n.p2pAddrs(),
 		Pragmas: map[string]any{
 			"sync_writes":  st.SyncWrites,
 			"group_commit": true,
@@ -92,6 +94,7 @@ type ManifestOut struct {
 	Version       string                `json:"version"`
 	Realm         string                `json:"realm"`
 	PeerID        string                `json:"peer_id"`
+	P2P           []string              `json:"p2p" jsonschema:"the node's libp2p addresses; empty when it does not federate"`
 	MCP           string                `json:"mcp" jsonschema:"the MCP endpoint path (JSON-RPC 2.0, stateless, bearer token)"`
 	Human         string                `json:"human" jsonschema:"the identity of the realm's human"`
 	Limits        protocol.ParleyLimits `json:"limits" jsonschema:"requests_per_minute 0 means no rate limit"`
@@ -113,6 +116,7 @@ func (n *Node) manifest(ctx context.Context, c *api.Call, _ api.NoInput) (Manife
 		Version:       Version,
 		Realm:         string(n.realm),
 		PeerID:        n.PeerID(),
+		P2P:           n.p2pAddrs(),
 		MCP:           "/api/v1/mcp",
 		Human:         protocol.Identity{Prefix: protocol.HumanPrefix, Line: n.cfg.HumanName}.String(),
 		Limits:        n.limits,
@@ -131,4 +135,11 @@ func (n *Node) manifest(ctx context.Context, c *api.Call, _ api.NoInput) (Manife
 		m.Endpoints = append(m.Endpoints, endpointOf(op))
 	}
 	return m, nil
+}
+
+func (n *Node) p2pAddrs() []string {
+	if n.fed == nil {
+		return []string{}
+	}
+	return n.fed.Addrs()
 }

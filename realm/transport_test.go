@@ -34,6 +34,7 @@ func rawMCP(t *testing.T, url, token string, body []byte) (*http.Response, map[s
 
 func TestRateLimitHTTPAndMCP(t *testing.T) {
 	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 3
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	n, err := Open(cfg)

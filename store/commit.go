@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/ipfs/go-cid"
 
 	"relay/protocol"
 )
@@ -154,6 +155,92 @@ func (s *Store) Ingest(ctx context.Context, raw []byte, verify func(*protocol.Ev
 		}
 		return tx.appendEvent(ev, c, raw)
 	}})
+}
+
+// IngestChain stores a run of one realm's events, in seq order, as one op:
+// all of them or none. Events the store already holds at the start of the
+// run are skipped (an event held under the same seq with another CID is an
+// equivocation: evidence kept, ErrEquivocation). The rest must extend the
+// held chain link by link. verify is called once, on the newest event, after
+// the links are checked: its signature commits to every event before it, so
+// it authenticates the whole run. It returns how many events were added.
+func (s *Store) IngestChain(ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (int, error) {
+	if verify == nil {
+		return 0, errors.New("store: IngestChain needs a verify function")
+	}
+	if len(raws) == 0 {
+		return 0, nil
+	}
+	evs := make([]*protocol.Event, len(raws))
+	cids := make([]cid.Cid, len(raws))
+	for i, raw := range raws {
+		ev, c, err := protocol.DecodeEvent(raw)
+		if err != nil {
+			return 0, fmt.Errorf("event %d of the run: %w", i, err)
+		}
+		if i > 0 && (ev.Realm != evs[0].Realm || ev.Seq != evs[i-1].Seq+1 || !ev.Prev.Defined() || !ev.Prev.Cid.Equals(cids[i-1])) {
+			return 0, fmt.Errorf("%w: event %d of the run does not follow the one before", protocol.ErrChainBroken, i)
+		}
+		evs[i], cids[i], raws[i] = ev, c, bytes.Clone(raw)
+	}
+	added := 0
+	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		realm := evs[0].Realm
+		h := tx.head(realm)
+		i := 0
+		for ; i < len(evs) && evs[i].Seq <= h.Seq; i++ {
+			held, err := tx.Get(realmSeqKey(realm, evs[i].Seq))
+			if err != nil {
+				return nil, fmt.Errorf("store: %s seq %d below head but missing: %w", realm, evs[i].Seq, err)
+			}
+			if bytes.Equal(held, cids[i].Bytes()) {
+				continue
+			}
+			// The run is authenticated by its newest event, and this one
+			// is linked to it: check before recording evidence.
+			if err := verify(evs[len(evs)-1]); err != nil {
+				return nil, err
+			}
+			prior, err := tx.eventByCIDBytes(held)
+			if err != nil {
+				return nil, err
+			}
+			tx.put(equivocationKey(realm, evs[i].Seq, prior.CID), prior.Raw)
+			tx.put(equivocationKey(realm, evs[i].Seq, cids[i]), raws[i])
+			return nil, keepWrites{fmt.Errorf("%w: %s seq %d: holding %s, offered %s",
+				ErrEquivocation, realm, evs[i].Seq, prior.CID, cids[i])}
+		}
+		if i == len(evs) {
+			return nil, ErrDuplicate
+		}
+		if evs[i].Seq > h.Seq+1 {
+			return nil, fmt.Errorf("%w: %s seq %d, holding %d", ErrGap, realm, evs[i].Seq, h.Seq)
+		}
+		if err := evs[i].Follows(h); err != nil {
+			return nil, err
+		}
+		if err := verify(evs[len(evs)-1]); err != nil {
+			return nil, err
+		}
+		var last *StoredEvent
+		start := i
+		for ; i < len(evs); i++ {
+			se, err := tx.appendEvent(evs[i], cids[i], raws[i])
+			if err != nil {
+				return nil, fmt.Errorf("%s seq %d: %w", realm, evs[i].Seq, err)
+			}
+			last = se
+		}
+		added = len(evs) - start
+		return last, nil
+	}})
+	if errors.Is(err, ErrDuplicate) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return added, nil
 }
 
 // exclusive runs fn on the committer with no batch open.

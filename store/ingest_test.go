@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"maps"
+	"sync"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -255,5 +256,70 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	if s, err := Open(testConfig(dir)); err == nil {
 		s.Close()
 		t.Fatal("opened a store with a newer schema")
+	}
+}
+
+func TestIngestChain(t *testing.T) {
+	s := openTest(t, testConfig(""), counter{})
+	ctx := context.Background()
+	away := testKey(2)
+	var seen []uint64
+	var mu sync.Mutex
+	s.Watch(func(evs []*StoredEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, se := range evs {
+			seen = append(seen, se.Event.Seq)
+		}
+	})
+	var chain [][]byte
+	var prev cid.Cid
+	for i := uint64(1); i <= 10; i++ {
+		raw, c := remoteEvent(t, away, i, prev, "ok")
+		chain, prev = append(chain, raw), c
+	}
+	forgedTail, _ := remoteEvent(t, testKey(9), 11, prev, "forged")
+	altRaw, _ := remoteEvent(t, away, 3, cidOf(chain[1]), "the other story")
+	unlinked, _ := remoteEvent(t, away, 5, cidOf(chain[0]), "bad link")
+
+	runs := []struct {
+		name  string
+		run   [][]byte
+		added int
+		want  error
+	}{
+		{"gap", chain[2:4], 0, ErrGap},
+		{"first four", chain[:4], 4, nil},
+		{"overlap", chain[2:7], 3, nil},
+		{"all held", chain[:7], 0, nil},
+		{"broken link", [][]byte{chain[7], unlinked}, 0, protocol.ErrChainBroken},
+		{"forged newest", [][]byte{chain[7], chain[8], chain[9], forgedTail}, 0, protocol.ErrBadSignature},
+		{"rest", chain[7:], 3, nil},
+		{"equivocation", [][]byte{chain[0], chain[1], altRaw}, 0, ErrEquivocation},
+	}
+	for _, tc := range runs {
+		run := make([][]byte, len(tc.run))
+		copy(run, tc.run)
+		n, err := s.IngestChain(ctx, run, verifyWith(away))
+		if n != tc.added || !errors.Is(err, tc.want) {
+			t.Fatalf("%s: added %d, %v; want %d, %v", tc.name, n, err, tc.added, tc.want)
+		}
+	}
+	checkChain(t, s, awayRealm, pub(away))
+	if c := counts(t, s); c["t.remote"] != 10 {
+		t.Fatalf("projector saw %d", c["t.remote"])
+	}
+	if ev, _ := s.Equivocations(); len(ev) != 2 {
+		t.Fatalf("evidence %d", len(ev))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, seq := range seen {
+		if seq != uint64(i+1) {
+			t.Fatalf("watcher saw %v", seen)
+		}
+	}
+	if len(seen) != 10 {
+		t.Fatalf("watcher saw %v", seen)
 	}
 }

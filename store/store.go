@@ -88,10 +88,11 @@ type Store struct {
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
 	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
 
-	mu         sync.Mutex // guards closed, projectors; inflight.Add happens under it
+	mu         sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
 	closed     bool
 	inflight   sync.WaitGroup // calls that may still touch db or send on ops
 	projectors []Projector
+	watchers   []func([]*StoredEvent)
 	closeOnce  sync.Once
 	closeErr   error
 
@@ -257,6 +258,21 @@ func (s *Store) Register(p Projector) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.projectors = append(s.projectors, p)
+}
+
+// Watch registers fn to be called with the events of every committed batch,
+// in log order, once they are durable and their callers acked. fn runs on
+// the writer goroutine: it must return at once (hand the events on).
+func (s *Store) Watch(fn func([]*StoredEvent)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.watchers = append(s.watchers, fn)
+}
+
+func (s *Store) watcherList() []func([]*StoredEvent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.watchers
 }
 
 func (s *Store) projectorList() []Projector {

@@ -40,6 +40,7 @@ type Tx struct {
 	// the op is kept and its batch commits.
 	seq   uint64
 	heads map[string]protocol.Head
+	added []*StoredEvent // events the op appended, in order
 }
 
 type write struct {
@@ -299,5 +300,6 @@ func (tx *Tx) appendEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 			return nil, err
 		}
 	}
+	tx.added = append(tx.added, se)
 	return se, nil
 }

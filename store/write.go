@@ -153,9 +153,18 @@ func (s *Store) commitTxn(txn *badger.Txn) error {
 // done publishes the heads and sequence committed ops reach and acks them.
 func (s *Store) done(ops []*op) {
 	s.publish(ops)
+	var added []*StoredEvent
 	for _, o := range ops {
+		if o.tx != nil {
+			added = append(added, o.tx.added...)
+		}
 		o.tx = nil
 		o.done <- o.res
+	}
+	if len(added) > 0 {
+		for _, w := range s.watcherList() {
+			w(added)
+		}
 	}
 }
 

@@ -27,6 +27,7 @@ type relNode struct {
 func startRelNode(t *testing.T) *relNode {
 	t.Helper()
 	cfg := realm.DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = "ainotes"
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)

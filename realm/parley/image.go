@@ -1,10 +1,13 @@
 package parley
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/ipfs/go-cid"
 
 	"relay/protocol"
 	"relay/store"
@@ -93,6 +96,9 @@ func (s *Service) ImageHandler() http.Handler {
 			val = v
 			return err
 		})
+		if errors.Is(err, store.ErrNotFound) && s.cfg.FetchImage != nil {
+			val, err = s.fetchImage(r.Context(), c)
+		}
 		if err != nil {
 			notFound()
 			return
@@ -105,4 +111,40 @@ func (s *Service) ImageHandler() http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'none'")
 		w.Write([]byte(body))
 	})
+}
+
+// Blob returns the bytes of the image whose CID is c, for peers.
+func (s *Service) Blob(c []byte) ([]byte, bool) {
+	var val []byte
+	err := s.st.View(func(tx *store.Tx) error {
+		v, err := tx.Get(key(pfxBlob, c))
+		val = v
+		return err
+	})
+	if err != nil {
+		return nil, false
+	}
+	_, body, _ := strings.Cut(string(val), "\n")
+	return []byte(body), true
+}
+
+// fetchImage gets an image of a replicated message from a peer, checks it
+// as an upload is checked, and keeps it.
+func (s *Service) fetchImage(ctx context.Context, c cid.Cid) ([]byte, error) {
+	raw, err := s.cfg.FetchImage(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if !protocol.BlobCID(raw).Equals(c) || len(raw) > s.cfg.Limits.ImageBytes {
+		return nil, errors.New("parley: a peer sent another image")
+	}
+	mt := http.DetectContentType(raw)
+	if !imageTypes[mt] {
+		return nil, errors.New("parley: a peer sent a blob that is not an image")
+	}
+	img := &preparedImage{data: imageData{CID: c.String(), MediaType: mt, Bytes: len(raw)}, bytes: raw}
+	if _, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) { return nil, s.storeImage(tx, img) }); err != nil {
+		return nil, err
+	}
+	return append([]byte(mt+"\n"), raw...), nil
 }

@@ -67,13 +67,13 @@ func (s *Service) getBoard(ctx context.Context, c *api.Call, in boardIDIn) (Boar
 }
 
 func (s *Service) loadBoard(tx *store.Tx, ref protocol.KeyRef) (*Board, error) {
-	id, ok, err := boardRef(tx, ref)
+	id, ok, err := s.boardRef(tx, ref)
 	if err != nil {
 		return nil, err
 	}
 	var b Board
 	if ok {
-		ok, err = tx.GetJSON(key(pfxBoard, u64(id)), &b)
+		ok, err = tx.GetJSON(key(pfxBoard, id.bytes()), &b)
 	}
 	if err != nil {
 		return nil, err
@@ -113,7 +113,7 @@ func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (B
 func (s *Service) createBoard(ctx context.Context, author, slug, name, desc string) (*Board, error) {
 	var id uint64
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		if _, err := tx.Get(key(pfxSlug, []byte(slug))); err == nil {
+		if _, err := tx.Get(slugKey(s.realm, slug)); err == nil {
 			return nil, protocol.Refusef(protocol.ReasonConflict, "A board with slug %q exists.", slug).With("field", "slug")
 		}
 		n, err := tx.NextID("board")
@@ -132,7 +132,7 @@ func (s *Service) createBoard(ctx context.Context, author, slug, name, desc stri
 	}
 	var b Board
 	err = s.st.View(func(tx *store.Tx) error {
-		_, err := tx.GetJSON(key(pfxBoard, u64(id)), &b)
+		_, err := tx.GetJSON(key(pfxBoard, rid{s.realm, id}.bytes()), &b)
 		return err
 	})
 	return &b, err
@@ -158,9 +158,10 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 			return err
 		}
 		var ts []*threadRec
-		err = tx.Iterate(key(pfxBoardTh, u64(b.ID)), false, func(k, _ []byte) error {
+		pre := key(pfxBoardTh, b.id().bytes())
+		err = tx.Iterate(pre, false, func(k, _ []byte) error {
 			var t threadRec
-			ok, err := tx.GetJSON(key(pfxThread, k[len(pfxBoardTh)+8:]), &t)
+			ok, err := tx.GetJSON(key(pfxThread, k[len(pre):]), &t)
 			if err != nil || !ok {
 				return err
 			}

@@ -52,13 +52,14 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 	}
 	out := ThreadsOut{Threads: []ThreadOut{}}
 	err := s.st.View(func(tx *store.Tx) error {
-		var board uint64
+		var board *rid
 		if in.Board != "" {
 			b, err := s.loadBoard(tx, in.Board)
 			if err != nil {
 				return err
 			}
-			board = b.ID
+			id := b.id()
+			board = &id
 		}
 		var ts []*threadRec
 		err := tx.Iterate(pfxThread, false, func(_, v []byte) error {
@@ -67,7 +68,7 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 				return err
 			}
 			switch {
-			case board != 0 && t.Board != board,
+			case board != nil && t.board() != *board,
 				in.State != "" && t.State.State != in.State,
 				in.Awaiting != nil && t.Awaiting != *in.Awaiting,
 				in.Creator != "" && t.Creator != in.Creator,

@@ -42,13 +42,17 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		var t *threadRec
 		typ := evMessagePosted
 		if env.Thread == "" {
-			bid, ok, err := boardRef(tx, board)
+			b, ok, err := s.boardRef(tx, board)
 			if err != nil {
 				return nil, err
 			}
 			if !ok {
 				return nil, protocol.Refusef(protocol.ReasonBoardNotFound, "No board %q; see get_boards.", board)
 			}
+			if b.Realm != s.realm {
+				return nil, protocol.Refusef(protocol.ReasonForbidden, "Board %q belongs to realm %s: threads open at home; reply into that realm's threads instead.", board, b.Realm)
+			}
+			bid := b.N
 			n, err := tx.NextID("thread")
 			if err != nil {
 				return nil, err
@@ -81,7 +85,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 				return nil, err
 			}
 			if board != "" {
-				if bid, ok, err := boardRef(tx, board); err != nil || !ok || bid != t.Board {
+				if bid, ok, err := s.boardRef(tx, board); err != nil || !ok || bid != t.board() {
 					if err != nil {
 						return nil, err
 					}

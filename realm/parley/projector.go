@@ -94,10 +94,10 @@ func (p *apply) resolve(kind protocol.KeyKind, s string) (rid, error) {
 
 func (p *apply) board(d boardData) error {
 	b := Board{ID: d.ID, Slug: d.Slug, Name: d.Name, Description: d.Description, Realm: string(p.realm), CID: p.cid, Creator: p.author(), CreatedAt: p.at}
-	if err := putJSON(p.tx, key(pfxBoard, u64(d.ID)), &b); err != nil {
+	if err := putJSON(p.tx, key(pfxBoard, b.id().bytes()), &b); err != nil {
 		return err
 	}
-	return p.tx.Set(key(pfxSlug, []byte(d.Slug)), u64(d.ID))
+	return p.tx.Set(slugKey(p.realm, d.Slug), u64(d.ID))
 }
 
 func (p *apply) loadThread(id rid) (*threadRec, error) {
@@ -116,7 +116,7 @@ func (p *apply) loadThread(id rid) (*threadRec, error) {
 // old (nil for a new thread).
 func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 	var b Board
-	ok, err := p.tx.GetJSON(key(pfxBoard, u64(t.Board)), &b)
+	ok, err := p.tx.GetJSON(key(pfxBoard, t.board().bytes()), &b)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 		b.Waiting += boolDelta(old != nil && old.waiting(), t.waiting())
 		b.Open += boolDelta(old != nil && isOpen(old.State.State), isOpen(t.State.State))
 		b.Messages += t.Messages - oldMessages(old)
-		if err := putJSON(p.tx, key(pfxBoard, u64(t.Board)), &b); err != nil {
+		if err := putJSON(p.tx, key(pfxBoard, t.board().bytes()), &b); err != nil {
 			return err
 		}
 	}
@@ -168,7 +168,7 @@ func (p *apply) message(d messageData, opened bool) error {
 		born := protocol.NewThread()
 		t = &threadRec{Realm: tid.Realm, N: tid.N, CID: p.cid, Board: d.Board, Title: title(d.Body), Creator: p.author(),
 			CreatedAt: p.at, State: born, Settled: born, StateAt: p.at}
-		if err := p.tx.Set(key(pfxBoardTh, u64(d.Board), tid.bytes()), nil); err != nil {
+		if err := p.tx.Set(key(pfxBoardTh, t.board().bytes(), tid.bytes()), nil); err != nil {
 			return err
 		}
 	} else {

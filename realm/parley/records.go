@@ -52,6 +52,9 @@ func key(pfx []byte, parts ...[]byte) []byte {
 func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 
 // Board is a container of threads.
+// id is the board's record id: boards are numbered by their realm.
+func (b *Board) id() rid { return rid{protocol.Realm(b.Realm), b.ID} }
+
 type Board struct {
 	ID          uint64    `json:"id"`
 	Slug        string    `json:"slug"`
@@ -104,6 +107,10 @@ type lastMessage struct {
 }
 
 func (t *threadRec) id() rid { return rid{t.Realm, t.N} }
+
+// board is the id of the thread's board: a thread opens on a board of its
+// own realm.
+func (t *threadRec) board() rid { return rid{t.Realm, t.Board} }
 
 // waiting reports whether the thread awaits a reply someone can give: its
 // last act expects one and it is neither locked nor set aside.

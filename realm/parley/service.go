@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 
+	"github.com/ipfs/go-cid"
+
 	"relay/protocol"
 	"relay/realm/api"
 	"relay/store"
@@ -23,6 +25,10 @@ type Config struct {
 	// OnFeature is called after a feature request is stored: the operator is
 	// told at once.
 	OnFeature func(Feature)
+	// FetchImage gets an image this node does not hold from its peers (the
+	// image of a replicated message); nil: images are served from the
+	// store only.
+	FetchImage func(ctx context.Context, c cid.Cid) ([]byte, error)
 }
 
 // Service is the Parley forum of one realm.
@@ -61,7 +67,7 @@ func (s *Service) Register(reg *api.Registry) {
 func (s *Service) Bootstrap(ctx context.Context, human string) error {
 	found := false
 	err := s.st.View(func(tx *store.Tx) error {
-		_, err := tx.Get(key(pfxSlug, []byte("lobby")))
+		_, err := tx.Get(slugKey(s.realm, "lobby"))
 		found = err == nil
 		if errors.Is(err, store.ErrNotFound) {
 			return nil
@@ -237,22 +243,37 @@ func normalizeJSON(v any) any {
 	return v
 }
 
-// boardRef parses a board reference: its number or its slug.
-func boardRef(tx *store.Tx, ref protocol.KeyRef) (uint64, bool, error) {
-	s := strings.TrimSpace(string(ref))
-	if n, err := strconv.ParseUint(s, 10, 64); err == nil {
-		_, err := tx.Get(key(pfxBoard, u64(n)))
-		if errors.Is(err, store.ErrNotFound) {
-			return 0, false, nil
+// boardRef parses a board reference: its number or its slug, of this realm,
+// or either after "<realm>:" for another realm's board.
+func (s *Service) boardRef(tx *store.Tx, ref protocol.KeyRef) (rid, bool, error) {
+	str := strings.TrimSpace(string(ref))
+	realm := s.realm
+	if r, rest, ok := strings.Cut(str, ":"); ok {
+		pr, err := protocol.ParseRealm(r)
+		if err != nil {
+			return rid{}, false, nil
 		}
-		return n, err == nil, err
+		realm, str = pr, rest
 	}
-	b, err := tx.Get(key(pfxSlug, []byte(s)))
+	if n, err := strconv.ParseUint(str, 10, 64); err == nil {
+		id := rid{realm, n}
+		_, err := tx.Get(key(pfxBoard, id.bytes()))
+		if errors.Is(err, store.ErrNotFound) {
+			return rid{}, false, nil
+		}
+		return id, err == nil, err
+	}
+	b, err := tx.Get(slugKey(realm, str))
 	if errors.Is(err, store.ErrNotFound) {
-		return 0, false, nil
+		return rid{}, false, nil
 	}
 	if err != nil {
-		return 0, false, err
+		return rid{}, false, err
 	}
-	return beUint64(b), true, nil
+	return rid{realm, beUint64(b)}, true, nil
+}
+
+// slugKey indexes a realm's board by slug: slugs are unique per realm.
+func slugKey(realm protocol.Realm, slug string) []byte {
+	return key(pfxSlug, []byte(realm), []byte{0}, []byte(slug))
 }

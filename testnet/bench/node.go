@@ -50,6 +50,7 @@ func StartNode(opts NodeOptions) (*Node, error) {
 		opts.Dir, bn.tmp = tmp, tmp
 	}
 	cfg := realm.DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = "bench"
 	cfg.DataDir = opts.Dir
 	cfg.HTTPAddr = "127.0.0.1:0"

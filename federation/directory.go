@@ -1,0 +1,212 @@
+package federation
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// ErrKeyConflict is returned when a descriptor claims a realm name the
+// directory has pinned to another key.
+var ErrKeyConflict = errors.New("federation: realm name pinned to another key")
+
+// DirEntry is what the directory knows of one realm.
+type DirEntry struct {
+	Realm  protocol.Realm
+	Key    ed25519.PublicKey
+	PeerID peer.ID
+	Addrs  []string
+	At     time.Time // the descriptor's own time
+	raw    []byte
+}
+
+// Conflict is a refused claim: a descriptor naming a pinned realm with
+// another key. Kept for the operator to see.
+type Conflict struct {
+	Realm   protocol.Realm `json:"realm"`
+	Pinned  string         `json:"pinned_peer_id"`
+	Claimed string         `json:"claimed_peer_id"`
+	At      time.Time      `json:"at"`
+}
+
+// Directory maps realm names to keys, learned from signed descriptors: the
+// first key seen for a name is pinned for good.
+type Directory struct {
+	st *store.Store
+
+	mu        sync.RWMutex
+	entries   map[protocol.Realm]*DirEntry
+	conflicts map[string]Conflict
+}
+
+func openDirectory(st *store.Store) (*Directory, error) {
+	d := &Directory{st: st, entries: map[protocol.Realm]*DirEntry{}, conflicts: map[string]Conflict{}}
+	err := loadLocal(st, pfxDir, func(_, v []byte) error {
+		desc, err := protocol.DecodeDescriptor(v)
+		if err != nil {
+			return fmt.Errorf("directory: %w", err)
+		}
+		e, err := entryOf(desc, v)
+		if err != nil {
+			return err
+		}
+		d.entries[e.Realm] = e
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = loadLocal(st, pfxConflict, func(k, v []byte) error {
+		var c Conflict
+		if err := jsonUnmarshal(v, &c); err != nil {
+			return err
+		}
+		d.conflicts[string(k)] = c
+		return nil
+	})
+	return d, err
+}
+
+func entryOf(desc *protocol.Descriptor, raw []byte) (*DirEntry, error) {
+	pk, err := crypto.UnmarshalEd25519PublicKey(desc.Key)
+	if err != nil {
+		return nil, err
+	}
+	id, err := peer.IDFromPublicKey(pk)
+	if err != nil {
+		return nil, err
+	}
+	return &DirEntry{Realm: protocol.Realm(desc.Realm), Key: ed25519.PublicKey(desc.Key), PeerID: id,
+		Addrs: desc.Addrs, At: time.UnixMilli(desc.At).UTC(), raw: raw}, nil
+}
+
+// Learn takes a signed descriptor from anywhere: it pins a new name, keeps
+// the newest descriptor of a known one, and refuses (and records) another
+// key claiming a pinned name.
+func (d *Directory) Learn(ctx context.Context, raw []byte) (*DirEntry, error) {
+	desc, err := protocol.DecodeDescriptor(raw)
+	if err != nil {
+		return nil, err
+	}
+	e, err := entryOf(desc, raw)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.RLock()
+	old := d.entries[e.Realm]
+	d.mu.RUnlock()
+	switch {
+	case old != nil && !bytes.Equal(old.Key, e.Key):
+		k := string(e.Realm) + "\x00" + e.PeerID.String()
+		d.mu.Lock()
+		_, known := d.conflicts[k]
+		c := Conflict{Realm: e.Realm, Pinned: old.PeerID.String(), Claimed: e.PeerID.String(), At: time.Now().UTC()}
+		if !known {
+			d.conflicts[k] = c
+		}
+		d.mu.Unlock()
+		if !known {
+			if err := putLocal(ctx, d.st, fkey(pfxConflict, string(e.Realm), e.PeerID.String()), c); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("%w: %s is %s, not %s", ErrKeyConflict, e.Realm, old.PeerID, e.PeerID)
+	case old != nil && !e.At.After(old.At):
+		return old, nil
+	}
+	if err := putLocal(ctx, d.st, fkey(pfxDir, string(e.Realm)), raw); err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cur := d.entries[e.Realm]; cur != nil && (!bytes.Equal(cur.Key, e.Key) || cur.At.After(e.At)) {
+		return cur, nil // lost a race with another Learn
+	}
+	d.entries[e.Realm] = e
+	return e, nil
+}
+
+// Key returns the pinned key of realm.
+func (d *Directory) Key(realm protocol.Realm) (ed25519.PublicKey, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	e, ok := d.entries[realm]
+	if !ok {
+		return nil, false
+	}
+	return e.Key, true
+}
+
+// Entry returns what the directory knows of realm.
+func (d *Directory) Entry(realm protocol.Realm) (DirEntry, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	e, ok := d.entries[realm]
+	if !ok {
+		return DirEntry{}, false
+	}
+	return *e, true
+}
+
+// RealmOf returns the realm whose key is the peer's.
+func (d *Directory) RealmOf(id peer.ID) (protocol.Realm, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, e := range d.entries {
+		if e.PeerID == id {
+			return e.Realm, true
+		}
+	}
+	return "", false
+}
+
+// Entries lists the directory by realm name.
+func (d *Directory) Entries() []DirEntry {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]DirEntry, 0, len(d.entries))
+	for _, e := range d.entries {
+		out = append(out, *e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Realm < out[j].Realm })
+	return out
+}
+
+// raws returns every descriptor held, first's first.
+func (d *Directory) raws(first protocol.Realm) [][]byte {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([][]byte, 0, len(d.entries))
+	if e, ok := d.entries[first]; ok {
+		out = append(out, e.raw)
+	}
+	for r, e := range d.entries {
+		if r != first {
+			out = append(out, e.raw)
+		}
+	}
+	return out
+}
+
+// Conflicts lists the refused claims.
+func (d *Directory) Conflicts() []Conflict {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]Conflict, 0, len(d.conflicts))
+	for _, c := range d.conflicts {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}

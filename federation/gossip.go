@@ -1,0 +1,380 @@
+package federation
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// TopicPrefix names the live topics: one per origin realm.
+const TopicPrefix = "/relay/events/1/"
+
+// DirectoryTopic carries signed realm descriptors, so that a realm learns of
+// realms it is not peered with (and joins their topics) at once.
+const DirectoryTopic = "/relay/directory/1"
+
+// realmTopic is a joined topic and its subscription.
+type realmTopic struct {
+	topic *pubsub.Topic
+	sub   *pubsub.Subscription
+}
+
+// newPubSub starts GossipSub sized for a realm's rate: the events carry
+// their own signatures, so messages are unsigned and anonymous, and their ID
+// is the digest of the event. Queues are deep (the defaults drop above ~1,000
+// messages/s here); whatever is lost anyway, catch-up repairs. IDONTWANT is
+// sent for every message, so a mesh peer that already has an event is not
+// sent it again.
+func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
+	params := pubsub.DefaultGossipSubParams()
+	params.IDontWantMessageThreshold = 1
+	params.MaxIDontWantMessages = 100_000
+	params.MaxIDontWantLength = 1000
+	params.HeartbeatInterval = 700 * time.Millisecond
+	return pubsub.NewGossipSub(ctx, h,
+		pubsub.WithGossipSubParams(params),
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
+		pubsub.WithNoAuthor(),
+		pubsub.WithMessageIdFn(messageID),
+		pubsub.WithMaxMessageSize(protocol.MaxEventSize+1024),
+		pubsub.WithPeerOutboundQueueSize(8192),
+		pubsub.WithValidateQueueSize(8192),
+		pubsub.WithPeerScore(scoreParams(), scoreThresholds()),
+	)
+}
+
+// messageID is the first 20 bytes of the event's digest: unique enough, and
+// short, since IDONTWANT and IHAVE carry IDs.
+func messageID(m *pb.Message) string {
+	d := sha256.Sum256(m.GetData())
+	return string(d[:20])
+}
+
+// scoreParams score peers down for invalid messages (forged, malformed,
+// breaking a rule), which the validators report as Reject.
+func scoreParams() *pubsub.PeerScoreParams {
+	return &pubsub.PeerScoreParams{
+		AppSpecificScore:            func(peer.ID) float64 { return 0 },
+		DecayInterval:               time.Second,
+		DecayToZero:                 0.01,
+		RetainScore:                 10 * time.Minute,
+		IPColocationFactorThreshold: 1000, // a testnet runs many realms on one address
+		TopicScoreCap:               100,
+		Topics:                      map[string]*pubsub.TopicScoreParams{},
+	}
+}
+
+func topicScore() *pubsub.TopicScoreParams {
+	return &pubsub.TopicScoreParams{
+		TopicWeight:                    1,
+		TimeInMeshQuantum:              time.Second,
+		FirstMessageDeliveriesWeight:   0.1,
+		FirstMessageDeliveriesDecay:    0.9,
+		FirstMessageDeliveriesCap:      100,
+		InvalidMessageDeliveriesWeight: -100,
+		InvalidMessageDeliveriesDecay:  0.99,
+	}
+}
+
+func scoreThresholds() *pubsub.PeerScoreThresholds {
+	return &pubsub.PeerScoreThresholds{
+		GossipThreshold:             -100,
+		PublishThreshold:            -500,
+		GraylistThreshold:           -1000,
+		AcceptPXThreshold:           10,
+		OpportunisticGraftThreshold: 5,
+	}
+}
+
+// follow joins the topic of realm (unless blocked or already joined).
+func (s *Service) follow(realm protocol.Realm) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.topics[realm]; ok {
+		return
+	}
+	if _, ok := s.blocked[realm]; ok {
+		return
+	}
+	name := TopicPrefix + string(realm)
+	if err := s.ps.RegisterTopicValidator(name, s.validator(realm)); err != nil {
+		s.log.Warn("federation: topic validator", "realm", realm, "err", err)
+		return
+	}
+	t, err := s.ps.Join(name, pubsub.WithTopicMessageIdFn(messageID))
+	if err != nil {
+		s.ps.UnregisterTopicValidator(name)
+		s.log.Warn("federation: join topic", "realm", realm, "err", err)
+		return
+	}
+	if err := t.SetScoreParams(topicScore()); err != nil {
+		s.log.Warn("federation: topic score", "realm", realm, "err", err)
+	}
+	sub, err := t.Subscribe(pubsub.WithBufferSize(1024))
+	if err != nil {
+		t.Close()
+		s.ps.UnregisterTopicValidator(name)
+		s.log.Warn("federation: subscribe", "realm", realm, "err", err)
+		return
+	}
+	s.topics[realm] = &realmTopic{topic: t, sub: sub}
+	s.wg.Add(1)
+	go s.drain(sub)
+}
+
+// unfollow leaves a realm's topic (when it is blocked).
+func (s *Service) unfollow(realm protocol.Realm) {
+	s.mu.Lock()
+	rt, ok := s.topics[realm]
+	delete(s.topics, realm)
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	rt.sub.Cancel()
+	rt.topic.Close()
+	s.ps.UnregisterTopicValidator(TopicPrefix + string(realm))
+}
+
+// drain reads a subscription: the validators have already stored what
+// arrives, so the messages are only counted out.
+func (s *Service) drain(sub *pubsub.Subscription) {
+	defer s.wg.Done()
+	for {
+		if _, err := sub.Next(s.ctx); err != nil {
+			return
+		}
+	}
+}
+
+// publish sends one of the realm's own events on its topic.
+func (s *Service) publish(se *store.StoredEvent) {
+	s.mu.Lock()
+	rt := s.topics[s.cfg.Realm]
+	s.mu.Unlock()
+	if rt == nil {
+		return
+	}
+	if err := rt.topic.Publish(s.ctx, se.Raw); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("federation: publish", "seq", se.Event.Seq, "err", err)
+	}
+	s.stats.published.Add(1)
+}
+
+// validator checks a gossiped event before it is forwarded: well formed,
+// of the topic's realm, signed by the realm's pinned key; then stores it,
+// which checks the chain and every authority rule. Only what this node
+// would store is forwarded; a gap is held and filled by catch-up.
+func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
+	return func(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+		if from == s.host.ID() {
+			return pubsub.ValidationAccept // our own publication
+		}
+		ev, c, err := protocol.DecodeEvent(m.GetData())
+		if err != nil || ev.Realm != string(realm) {
+			s.stats.refused("malformed")
+			return pubsub.ValidationReject
+		}
+		if realm == s.cfg.Realm || s.refusing(realm) {
+			return pubsub.ValidationIgnore
+		}
+		key, ok := s.dir.Key(realm)
+		if !ok {
+			s.kick(from)
+			return pubsub.ValidationIgnore
+		}
+		if err := ev.Verify(key); err != nil {
+			s.stats.refused("signature")
+			s.log.Warn("federation: forged event refused", "realm", realm, "seq", ev.Seq, "from", from)
+			return pubsub.ValidationReject
+		}
+		raw := m.GetData()
+		_, err = s.st.Ingest(ctx, raw, verified)
+		switch {
+		case err == nil:
+			s.stats.received("gossip", 1)
+			s.flushPending(realm)
+			return pubsub.ValidationAccept
+		case errors.Is(err, store.ErrDuplicate):
+			return pubsub.ValidationAccept
+		case errors.Is(err, store.ErrGap):
+			s.hold(realm, ev.Seq, raw)
+			s.kick(from)
+			return pubsub.ValidationAccept // signed by its realm: others may need it
+		case errors.Is(err, store.ErrEquivocation):
+			s.quarantine(realm, "equivocation at seq "+itoa(ev.Seq)+": "+c.String())
+			return pubsub.ValidationReject
+		case errors.Is(err, protocol.ErrChainBroken):
+			s.stats.refused("chain")
+			s.kick(from) // a fork below the head: catch-up collects the evidence
+			return pubsub.ValidationReject
+		case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
+			return pubsub.ValidationIgnore
+		default:
+			s.refuseEvent(realm, ev, err)
+			return pubsub.ValidationReject
+		}
+	}
+}
+
+// verified is the verify function for events whose signature was checked.
+func verified(*protocol.Event) error { return nil }
+
+// refuseEvent handles an event that is signed by its realm and breaks a
+// rule of the log (authority, a malformed payload): its realm's chain
+// cannot go on past it here, so the realm is quarantined.
+func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err error) {
+	s.stats.refused("rule")
+	s.log.Warn("federation: event refused", "realm", realm, "seq", ev.Seq, "type", ev.Type, "err", err)
+	s.quarantine(realm, "event "+itoa(ev.Seq)+" ("+ev.Type+") refused: "+err.Error())
+}
+
+// hold keeps a gossiped event that arrived ahead of the held chain.
+func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.pending[realm]
+	if m == nil {
+		m = map[uint64][]byte{}
+		s.pending[realm] = m
+	}
+	if len(m) < 10_000 {
+		m[seq] = append([]byte(nil), raw...)
+	}
+}
+
+// flushPending stores the held events that now follow the chain.
+func (s *Service) flushPending(realm protocol.Realm) {
+	for {
+		heads, err := s.st.Heads()
+		if err != nil {
+			return
+		}
+		next := heads[realm].Seq + 1
+		s.mu.Lock()
+		m := s.pending[realm]
+		for seq := range m {
+			if seq < next {
+				delete(m, seq)
+			}
+		}
+		var run [][]byte
+		for seq := next; m[seq] != nil; seq++ {
+			run = append(run, m[seq])
+			delete(m, seq)
+		}
+		s.mu.Unlock()
+		if len(run) == 0 {
+			return
+		}
+		key, ok := s.dir.Key(realm)
+		if !ok {
+			return
+		}
+		n, err := s.st.IngestChain(s.ctx, run, func(ev *protocol.Event) error { return ev.Verify(key) })
+		if err != nil {
+			s.ingestFailed(realm, err)
+			return
+		}
+		s.stats.received("gossip", n)
+	}
+}
+
+func itoa(n uint64) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			return string(b[i:])
+		}
+	}
+}
+
+// joinDirectory joins the directory topic and announces the realm.
+func (s *Service) joinDirectory() error {
+	if err := s.ps.RegisterTopicValidator(DirectoryTopic, s.validateDescriptor); err != nil {
+		return err
+	}
+	t, err := s.ps.Join(DirectoryTopic)
+	if err != nil {
+		return err
+	}
+	sub, err := t.Subscribe()
+	if err != nil {
+		return err
+	}
+	s.dirTopic = t
+	s.wg.Add(1)
+	go s.drain(sub)
+	return nil
+}
+
+// announce publishes the descriptors of realms just learned.
+func (s *Service) announce(raws ...[]byte) {
+	if s.dirTopic == nil {
+		return
+	}
+	for _, raw := range raws {
+		if err := s.dirTopic.Publish(s.ctx, raw); err != nil && s.ctx.Err() == nil {
+			s.log.Debug("federation: announce", "err", err)
+		}
+	}
+}
+
+// learn takes a descriptor from a peer: a realm new to the directory is
+// followed, and told on to the other peers.
+func (s *Service) learn(ctx context.Context, raw []byte) (*DirEntry, bool, error) {
+	_, known := s.dir.Key(realmOfDescriptor(raw))
+	e, err := s.dir.Learn(ctx, raw)
+	if err != nil {
+		if errors.Is(err, ErrKeyConflict) {
+			s.stats.refused("key_conflict")
+			s.log.Warn("federation: realm key conflict", "err", err)
+		}
+		return nil, false, err
+	}
+	s.follow(e.Realm)
+	return e, !known, nil
+}
+
+// validateDescriptor checks a gossiped descriptor and learns it; only a
+// descriptor that told this node something new travels on.
+func (s *Service) validateDescriptor(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+	if from == s.host.ID() {
+		return pubsub.ValidationAccept
+	}
+	_, isNew, err := s.learn(ctx, m.GetData())
+	switch {
+	case errors.Is(err, ErrKeyConflict):
+		return pubsub.ValidationIgnore
+	case err != nil:
+		s.stats.refused("descriptor")
+		return pubsub.ValidationReject
+	case isNew:
+		s.kick(from) // fetch the new realm's history from who told us
+		return pubsub.ValidationAccept
+	}
+	return pubsub.ValidationIgnore
+}
+
+// realmOfDescriptor is the realm a descriptor claims, or "" when it does
+// not decode.
+func realmOfDescriptor(raw []byte) protocol.Realm {
+	d, err := protocol.DecodeDescriptor(raw)
+	if err != nil {
+		return ""
+	}
+	return protocol.Realm(d.Realm)
+}

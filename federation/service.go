@@ -1,0 +1,241 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Config is how a realm federates. Start from DefaultConfig.
+type Config struct {
+	Realm    protocol.Realm
+	Identity *Identity
+	// Listen are the libp2p listen multiaddrs (TCP and QUIC).
+	Listen []string
+	// Peers are dialled and admitted; the operator adds more at run time.
+	Peers []string
+	// Open admits realms the operator did not name.
+	Open bool
+	// SyncInterval is how often each connected peer's heads are compared
+	// with ours (anti-entropy); a gap or a new connection does it at once.
+	SyncInterval time.Duration
+	// Blobs serves and keeps content-addressed blobs (images); may be nil.
+	Blobs BlobStore
+	// OnEvent is told of every event this node took from a peer, and of
+	// each way it was refused; may be nil.
+	Logger *slog.Logger
+}
+
+// BlobStore is what the catch-up protocol needs of the node's blobs.
+type BlobStore interface {
+	Blob(c []byte) ([]byte, bool)
+}
+
+// DefaultConfig returns a federation config with the defaults of `relay
+// serve`.
+func DefaultConfig() Config {
+	return Config{SyncInterval: 10 * time.Second}
+}
+
+// Service is a realm's federation: the libp2p host, the realm directory,
+// peering, live propagation over GossipSub and catch-up.
+type Service struct {
+	cfg   Config
+	log   *slog.Logger
+	st    *store.Store
+	host  host.Host
+	ps    *pubsub.PubSub
+	gater *gater
+	dir   *Directory
+	// dirTopic carries descriptors; set once at start.
+	dirTopic *pubsub.Topic
+	stats    *stats
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu          sync.Mutex
+	peers       map[peer.ID]*peerState
+	topics      map[protocol.Realm]*realmTopic
+	blocked     map[protocol.Realm]Block
+	quarantined map[protocol.Realm]Quarantine
+	pending     map[protocol.Realm]map[uint64][]byte // gossiped events beyond the held head
+	pulling     map[protocol.Realm]bool
+
+	outbox chan []*store.StoredEvent
+}
+
+// New starts the federation of the realm whose log st is: it listens, joins
+// the realm's topics, dials the configured peers and serves catch-up.
+func New(st *store.Store, cfg Config) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = DefaultConfig().SyncInterval
+	}
+	if cfg.Identity == nil || cfg.Realm == "" {
+		return nil, errors.New("federation: Config needs Realm and Identity")
+	}
+	listen, err := ParseListenAddrs(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	peers, err := ParsePeers(cfg.Peers)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := openDirectory(st)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
+		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
+		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{},
+		pending: map[protocol.Realm]map[uint64][]byte{}, pulling: map[protocol.Realm]bool{},
+		outbox: make(chan []*store.StoredEvent, 4096)}
+	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
+	if err := s.loadState(); err != nil {
+		return nil, err
+	}
+	for _, ai := range peers {
+		s.addPeer(ai, sourceFlag, time.Now())
+	}
+	s.host, err = libp2p.New(
+		libp2p.Identity(cfg.Identity.PrivKey),
+		libp2p.ListenAddrs(listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Transport(quic.NewTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.ConnectionGater(s.gater),
+		libp2p.DisableRelay(),
+		libp2p.UserAgent("relay/"+string(cfg.Realm)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("federation: host: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := s.pinSelf(); err != nil {
+		s.host.Close()
+		return nil, err
+	}
+	if s.ps, err = newPubSub(s.ctx, s.host); err != nil {
+		s.host.Close()
+		return nil, err
+	}
+	s.host.SetStreamHandler(SyncProtocol, s.serveSync)
+	s.host.Network().Notify(&network.NotifyBundle{
+		ConnectedF:    func(_ network.Network, c network.Conn) { s.connected(c.RemotePeer()) },
+		DisconnectedF: func(_ network.Network, c network.Conn) { s.disconnected(c.RemotePeer()) },
+	})
+	if err := s.joinDirectory(); err != nil {
+		s.host.Close()
+		return nil, fmt.Errorf("federation: directory topic: %w", err)
+	}
+	for _, e := range dir.Entries() {
+		s.follow(e.Realm)
+	}
+	st.Watch(s.committed)
+	s.wg.Add(2)
+	go s.publishLoop()
+	go s.dialLoop()
+	return s, nil
+}
+
+// pinSelf signs the realm's descriptor with the addresses it listens on and
+// pins its own name in the directory.
+func (s *Service) pinSelf() error {
+	desc := &protocol.Descriptor{Realm: string(s.cfg.Realm), Addrs: s.addrStrings(), At: time.Now().UnixMilli()}
+	raw, err := protocol.SignDescriptor(desc, s.cfg.Identity.Signing)
+	if err != nil {
+		return err
+	}
+	if _, err := s.dir.Learn(s.ctx, raw); err != nil {
+		return fmt.Errorf("federation: own realm: %w", err)
+	}
+	return nil
+}
+
+func (s *Service) addrStrings() []string {
+	var out []string
+	for _, a := range s.host.Addrs() {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+// Close stops the federation: no more dials, streams or gossip.
+func (s *Service) Close() error {
+	s.cancel()
+	err := s.host.Close()
+	s.wg.Wait()
+	return err
+}
+
+// PeerID is the realm's peer ID.
+func (s *Service) PeerID() peer.ID { return s.host.ID() }
+
+// Addrs are the node's full p2p addresses, ending in /p2p/<peer id>.
+func (s *Service) Addrs() []string {
+	var out []string
+	for _, a := range s.host.Addrs() {
+		out = append(out, a.Encapsulate(ma.StringCast("/p2p/"+s.host.ID().String())).String())
+	}
+	return out
+}
+
+// Directory is the realm directory.
+func (s *Service) Directory() *Directory { return s.dir }
+
+// Descriptor returns the realm's own signed descriptor.
+func (s *Service) Descriptor() (*protocol.Descriptor, []byte) {
+	raws := s.dir.raws(s.cfg.Realm)
+	d, _ := protocol.DecodeDescriptor(raws[0])
+	return d, raws[0]
+}
+
+// committed is the store's watcher: the realm's own new events go out on its
+// topic, and any event may fill a gap held in pending.
+func (s *Service) committed(evs []*store.StoredEvent) {
+	select {
+	case s.outbox <- evs:
+	default:
+		// The publisher is far behind: catch-up will carry these.
+		s.stats.dropped.Add(uint64(len(evs)))
+	}
+}
+
+func (s *Service) publishLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case evs := <-s.outbox:
+			for _, se := range evs {
+				if se.Event.Realm == string(s.cfg.Realm) {
+					s.publish(se)
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/protocol"
+)
+
+// stats are the federation's counters, read by the status API and /metrics.
+type stats struct {
+	published atomic.Uint64
+	dropped   atomic.Uint64
+
+	mu       sync.Mutex
+	got      map[string]uint64                // by way: gossip, catchup
+	refusals map[string]uint64                // by cause
+	highest  map[protocol.Realm]protocol.Head // the newest head any peer showed
+}
+
+func newStats() *stats {
+	return &stats{got: map[string]uint64{}, refusals: map[string]uint64{}, highest: map[protocol.Realm]protocol.Head{}}
+}
+
+func (st *stats) received(way string, n int) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.got[way] += uint64(n)
+}
+
+func (st *stats) refused(cause string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.refusals[cause]++
+}
+
+func (st *stats) seen(heads map[protocol.Realm]protocol.Head) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for r, h := range heads {
+		if h.Seq > st.highest[r].Seq {
+			st.highest[r] = h
+		}
+	}
+}
+
+// Counters are the federation's totals since start.
+type Counters struct {
+	Published uint64            `json:"published" jsonschema:"own events sent on the realm's topic"`
+	Received  map[string]uint64 `json:"received" jsonschema:"events stored from peers, by way (gossip, catchup)"`
+	Refused   map[string]uint64 `json:"refused" jsonschema:"events and requests refused, by cause"`
+}
+
+// Counters returns the totals.
+func (s *Service) Counters() Counters {
+	s.stats.mu.Lock()
+	defer s.stats.mu.Unlock()
+	c := Counters{Published: s.stats.published.Load(), Received: map[string]uint64{}, Refused: map[string]uint64{}}
+	for k, v := range s.stats.got {
+		c.Received[k] = v
+	}
+	for k, v := range s.stats.refusals {
+		c.Refused[k] = v
+	}
+	return c
+}
+
+// RealmStatus is one realm as this node holds it.
+type RealmStatus struct {
+	Realm       string     `json:"realm"`
+	PeerID      string     `json:"peer_id,omitempty"`
+	Local       bool       `json:"local"`
+	Seq         uint64     `json:"seq" jsonschema:"the newest event held"`
+	CID         string     `json:"cid,omitempty"`
+	Highest     uint64     `json:"highest_seen" jsonschema:"the newest seq any peer has shown"`
+	Lag         uint64     `json:"lag" jsonschema:"events seen at a peer and not yet held"`
+	Blocked     bool       `json:"blocked"`
+	Quarantined string     `json:"quarantined,omitempty" jsonschema:"why its events are no longer taken"`
+	KeyPinnedAt *time.Time `json:"descriptor_at,omitempty"`
+}
+
+// Realms lists every realm held or known, by name.
+func (s *Service) Realms() ([]RealmStatus, error) {
+	heads, err := s.st.Heads()
+	if err != nil {
+		return nil, err
+	}
+	names := map[protocol.Realm]bool{}
+	for r := range heads {
+		names[r] = true
+	}
+	for _, e := range s.dir.Entries() {
+		names[e.Realm] = true
+	}
+	s.mu.Lock()
+	for r := range s.blocked {
+		names[r] = true
+	}
+	s.mu.Unlock()
+	s.stats.mu.Lock()
+	highest := make(map[protocol.Realm]protocol.Head, len(s.stats.highest))
+	for r, h := range s.stats.highest {
+		highest[r] = h
+	}
+	s.stats.mu.Unlock()
+	out := make([]RealmStatus, 0, len(names))
+	for r := range names {
+		h := heads[r]
+		rs := RealmStatus{Realm: string(r), Local: r == s.cfg.Realm, Seq: h.Seq, Highest: max(h.Seq, highest[r].Seq)}
+		if h.Seq > 0 {
+			rs.CID = h.CID.String()
+		}
+		rs.Lag = rs.Highest - h.Seq
+		if e, ok := s.dir.Entry(r); ok {
+			rs.PeerID = e.PeerID.String()
+			at := e.At
+			rs.KeyPinnedAt = &at
+		}
+		s.mu.Lock()
+		_, rs.Blocked = s.blocked[r]
+		rs.Quarantined = s.quarantined[r].Reason
+		s.mu.Unlock()
+		out = append(out, rs)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Realm < out[j].Realm })
+	return out, nil
+}
+
+// isBlocked reports whether the operator blocked realm.
+func (s *Service) isBlocked(r protocol.Realm) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.blocked[r]
+	return ok
+}
+
+// refusing reports whether this node takes no events of realm: blocked or
+// quarantined.
+func (s *Service) refusing(r protocol.Realm) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, b := s.blocked[r]
+	_, q := s.quarantined[r]
+	return b || q
+}
+
+// Blocked lists the blocked realms.
+func (s *Service) Blocked() []Block {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Block, 0, len(s.blocked))
+	for _, b := range s.blocked {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Realm < out[j].Realm })
+	return out
+}
+
+// IsBlocked reports whether realm is blocked; for the read paths.
+func (s *Service) IsBlocked(r protocol.Realm) bool { return s.isBlocked(r) }
+
+// ErrOwnRealm is returned when the operator tries to block the realm itself.
+var ErrOwnRealm = errors.New("federation: a realm cannot block itself")
+
+// BlockRealm blocks realm: its events are no longer stored, served or
+// relayed, and its key may no longer connect.
+func (s *Service) BlockRealm(ctx context.Context, realm protocol.Realm, reason string) (Block, error) {
+	if realm == s.cfg.Realm {
+		return Block{}, ErrOwnRealm
+	}
+	b := Block{Realm: realm, At: time.Now().UTC(), Reason: reason}
+	if err := putLocal(ctx, s.st, fkey(pfxBlock, string(realm)), b); err != nil {
+		return Block{}, err
+	}
+	s.mu.Lock()
+	s.blocked[realm] = b
+	delete(s.pending, realm)
+	s.mu.Unlock()
+	s.unfollow(realm)
+	if e, ok := s.dir.Entry(realm); ok {
+		s.gater.set(s.gater.denied, e.PeerID, true)
+		s.host.Network().ClosePeer(e.PeerID)
+	}
+	return b, nil
+}
+
+// UnblockRealm lifts a block, and a quarantine, of realm; sync resumes.
+func (s *Service) UnblockRealm(ctx context.Context, realm protocol.Realm) error {
+	if err := putLocal(ctx, s.st, fkey(pfxBlock, string(realm)), nil); err != nil {
+		return err
+	}
+	if err := putLocal(ctx, s.st, fkey(pfxQuarantine, string(realm)), nil); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	delete(s.blocked, realm)
+	delete(s.quarantined, realm)
+	s.mu.Unlock()
+	if e, ok := s.dir.Entry(realm); ok {
+		s.gater.set(s.gater.denied, e.PeerID, false)
+	}
+	s.follow(realm)
+	s.mu.Lock()
+	ids := make([]peer.ID, 0, len(s.peers))
+	for id := range s.peers {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	for _, id := range ids {
+		s.kick(id)
+	}
+	return nil
+}
+
+// quarantine stops taking realm's events and tells the operator.
+func (s *Service) quarantine(realm protocol.Realm, reason string) {
+	s.mu.Lock()
+	_, already := s.quarantined[realm]
+	q := Quarantine{Realm: realm, At: time.Now().UTC(), Reason: reason}
+	if !already {
+		s.quarantined[realm] = q
+		delete(s.pending, realm)
+	}
+	s.mu.Unlock()
+	if already {
+		return
+	}
+	s.log.Error("federation: realm quarantined", "realm", realm, "reason", reason)
+	if err := putLocal(s.ctx, s.st, fkey(pfxQuarantine, string(realm)), q); err != nil {
+		s.log.Error("federation: keep quarantine", "realm", realm, "err", err)
+	}
+}

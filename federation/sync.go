@@ -1,0 +1,441 @@
+package federation
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ipfs/go-cid"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// streamTimeout bounds one catch-up exchange, either side.
+const streamTimeout = 30 * time.Second
+
+// serveSync answers one catch-up request.
+func (s *Service) serveSync(str network.Stream) {
+	defer str.Close()
+	str.SetDeadline(time.Now().Add(streamTimeout))
+	r := bufio.NewReader(str)
+	w := bufio.NewWriterSize(str, 64<<10)
+	b, err := readFrame(r, maxRequestSize)
+	if err != nil {
+		str.Reset()
+		return
+	}
+	q, err := decodeRequest(b)
+	if err != nil {
+		s.stats.refused("malformed")
+		str.Reset()
+		return
+	}
+	switch q.Op {
+	case opHeads:
+		err = s.answerHeads(w)
+	case opRange:
+		err = s.answerRange(w, q)
+	case opBlob:
+		err = s.answerBlob(w, q.CID)
+	}
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		str.Reset()
+		return
+	}
+	str.CloseWrite()
+}
+
+func (s *Service) answerHeads(w *bufio.Writer) error {
+	heads, err := s.st.Heads()
+	if err != nil {
+		return err
+	}
+	a := headsAnswer{Heads: []wireHead{}, Descriptors: s.dir.raws(s.cfg.Realm)}
+	for r, h := range heads {
+		if s.isBlocked(r) {
+			continue
+		}
+		a.Heads = append(a.Heads, wireHead{Realm: string(r), Seq: h.Seq, CID: h.CID.Bytes()})
+	}
+	b, err := encodeWire(&a)
+	if err != nil {
+		return err
+	}
+	return writeFrame(w, b)
+}
+
+func (s *Service) answerRange(w *bufio.Writer, q *request) error {
+	realm := protocol.Realm(q.Realm)
+	if !s.isBlocked(realm) {
+		evs, err := s.st.Range(realm, q.From, q.Limit)
+		if err != nil {
+			return err
+		}
+		size := 0
+		for _, se := range evs {
+			if size += len(se.Raw); size > maxRangeBytes {
+				break
+			}
+			if err := writeFrame(w, se.Raw); err != nil {
+				return err
+			}
+		}
+	}
+	return writeFrame(w, nil)
+}
+
+func (s *Service) answerBlob(w *bufio.Writer, c []byte) error {
+	if s.cfg.Blobs != nil {
+		if b, ok := s.cfg.Blobs.Blob(c); ok {
+			return writeFrame(w, b)
+		}
+	}
+	return writeFrame(w, nil)
+}
+
+// ask opens a stream to p, sends q and returns the reader of the answer.
+func (s *Service) ask(ctx context.Context, p peer.ID, q *request) (network.Stream, *bufio.Reader, error) {
+	str, err := s.host.NewStream(ctx, p, SyncProtocol)
+	if err != nil {
+		return nil, nil, err
+	}
+	str.SetDeadline(time.Now().Add(streamTimeout))
+	b, err := encodeWire(q)
+	if err == nil {
+		w := bufio.NewWriter(str)
+		if err = writeFrame(w, b); err == nil {
+			err = w.Flush()
+		}
+	}
+	if err == nil {
+		err = str.CloseWrite()
+	}
+	if err != nil {
+		str.Reset()
+		return nil, nil, err
+	}
+	return str, bufio.NewReaderSize(str, 64<<10), nil
+}
+
+func (s *Service) fetchHeads(ctx context.Context, p peer.ID) (*headsAnswer, error) {
+	str, r, err := s.ask(ctx, p, &request{Op: opHeads})
+	if err != nil {
+		return nil, err
+	}
+	defer str.Close()
+	b, err := readFrame(r, maxHeadsSize)
+	if err != nil {
+		return nil, err
+	}
+	return decodeHeads(b)
+}
+
+// fetchRange pulls up to limit events of realm from seq from.
+func (s *Service) fetchRange(ctx context.Context, p peer.ID, realm protocol.Realm, from uint64, limit int) ([][]byte, error) {
+	str, r, err := s.ask(ctx, p, &request{Op: opRange, Realm: string(realm), From: from, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	defer str.Close()
+	var out [][]byte
+	size := 0
+	for {
+		b, err := readFrame(r, protocol.MaxEventSize)
+		if err != nil {
+			return nil, err
+		}
+		if len(b) == 0 {
+			return out, nil
+		}
+		if size += len(b); len(out) >= maxRangeEvents || size > maxRangeBytes {
+			return nil, fmt.Errorf("federation: %s sent more than a range", p)
+		}
+		out = append(out, b)
+	}
+}
+
+// FetchBlob asks p for the blob with CID c.
+func (s *Service) FetchBlob(ctx context.Context, p peer.ID, c cid.Cid) ([]byte, error) {
+	str, r, err := s.ask(ctx, p, &request{Op: opBlob, CID: c.Bytes()})
+	if err != nil {
+		return nil, err
+	}
+	defer str.Close()
+	b, err := readFrame(r, maxBlobSize)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) == 0 {
+		return nil, ErrNoBlob
+	}
+	if !protocol.BlobCID(b).Equals(c) {
+		return nil, fmt.Errorf("federation: %s sent a blob that is not %s", p, c)
+	}
+	return b, nil
+}
+
+// FetchBlobAny asks the connected peers in turn for the blob with CID c.
+func (s *Service) FetchBlobAny(ctx context.Context, c cid.Cid) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for _, p := range s.host.Network().Peers() {
+		b, err := s.FetchBlob(ctx, p, c)
+		if err == nil {
+			return b, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, ErrNoBlob
+}
+
+// ErrNoBlob is returned when a peer does not hold a blob.
+var ErrNoBlob = errors.New("federation: blob not held")
+
+// syncWorker runs catch-up with one connected peer: at once, whenever
+// kicked (a gap), and every SyncInterval.
+func (s *Service) syncWorker(ctx context.Context, p *peerState) {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.SyncInterval)
+	defer t.Stop()
+	// Right after a connection, realms are still being learned around the
+	// net: look again soon, twice, before settling on the interval.
+	soon := []time.Duration{time.Second, 2 * time.Second}
+	for {
+		if err := s.syncWith(ctx, p); err != nil && ctx.Err() == nil {
+			s.log.Debug("federation: catch-up", "peer", p.id, "err", err)
+			s.mu.Lock()
+			p.lastErr = err.Error()
+			s.mu.Unlock()
+		}
+		var early <-chan time.Time
+		if len(soon) > 0 {
+			early, soon = time.After(soon[0]), soon[1:]
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-early:
+		case <-t.C:
+		case <-p.kick:
+			// Let a burst of kicks (a run of gossiped gaps) become one pass.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// kick asks for a catch-up pass with p soon.
+func (s *Service) kick(p peer.ID) {
+	s.mu.Lock()
+	ps := s.peers[p]
+	s.mu.Unlock()
+	if ps == nil {
+		return
+	}
+	select {
+	case ps.kick <- struct{}{}:
+	default:
+	}
+}
+
+// syncWith compares heads with p and pulls every realm p is ahead in.
+func (s *Service) syncWith(ctx context.Context, p *peerState) error {
+	a, err := s.fetchHeads(ctx, p.id)
+	if err != nil {
+		return err
+	}
+	var news [][]byte
+	for _, raw := range a.Descriptors {
+		if _, isNew, err := s.learn(ctx, raw); err == nil && isNew {
+			news = append(news, raw)
+		}
+	}
+	s.announce(news...)
+	theirs := make(map[protocol.Realm]protocol.Head, len(a.Heads))
+	for _, h := range a.Heads {
+		c, _ := cid.Cast(h.CID)
+		theirs[protocol.Realm(h.Realm)] = protocol.Head{Seq: h.Seq, CID: c}
+	}
+	s.mu.Lock()
+	p.heads = theirs
+	p.lastSync = time.Now().UTC()
+	p.lastErr = ""
+	s.mu.Unlock()
+	s.stats.seen(theirs)
+	mine, err := s.st.Heads()
+	if err != nil {
+		return err
+	}
+	for realm, h := range theirs {
+		if realm == s.cfg.Realm || s.refusing(realm) {
+			continue
+		}
+		key, ok := s.dir.Key(realm)
+		if !ok {
+			continue
+		}
+		m := mine[realm]
+		switch {
+		case h.Seq > m.Seq:
+			if err := s.pull(ctx, p.id, realm, key, m.Seq+1, h.Seq); err != nil {
+				return err
+			}
+		case h.Seq > 0 && h.Seq <= m.Seq:
+			if err := s.compare(ctx, p.id, realm, key, h); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// compare checks that p's head of realm is the event we hold at its seq;
+// another event there is equivocation, whose evidence Ingest keeps.
+func (s *Service) compare(ctx context.Context, p peer.ID, realm protocol.Realm, key []byte, h protocol.Head) error {
+	held, err := s.st.EventAt(realm, h.Seq)
+	if err != nil || held.CID.Equals(h.CID) {
+		return nil
+	}
+	raws, err := s.fetchRange(ctx, p, realm, h.Seq, 1)
+	if err != nil || len(raws) == 0 {
+		return err
+	}
+	_, err = s.st.Ingest(ctx, raws[0], verifyWith(key))
+	if errors.Is(err, store.ErrEquivocation) {
+		s.quarantine(realm, fmt.Sprintf("equivocation at seq %d, shown by %s", h.Seq, p))
+		return nil
+	}
+	return nil
+}
+
+func verifyWith(key []byte) func(*protocol.Event) error {
+	return func(ev *protocol.Event) error { return ev.Verify(key) }
+}
+
+// pull fetches realm's events [from, to] from p in ranges and stores each
+// range as one chain: its links are checked and its newest event's
+// signature authenticates it all.
+func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key []byte, from, to uint64) error {
+	s.mu.Lock()
+	if s.pulling[realm] {
+		s.mu.Unlock()
+		return nil // another peer's worker is on it
+	}
+	s.pulling[realm] = true
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pulling, realm)
+		s.mu.Unlock()
+	}()
+	type fetched struct {
+		raws [][]byte
+		err  error
+	}
+	// One range is fetched while the one before is stored.
+	next := make(chan fetched, 1)
+	fetch := func(at uint64) {
+		limit := defaultRangeSize
+		if left := to - at + 1; left < uint64(limit) {
+			limit = int(left)
+		}
+		raws, err := s.fetchRange(ctx, p, realm, at, limit)
+		next <- fetched{raws, err}
+	}
+	go fetch(from)
+	for from <= to {
+		f := <-next
+		if f.err != nil {
+			return f.err
+		}
+		if len(f.raws) == 0 {
+			return nil
+		}
+		at := from + uint64(len(f.raws))
+		if at <= to {
+			go fetch(at)
+		}
+		if err := s.storeRun(ctx, realm, key, f.raws); err != nil {
+			if at <= to {
+				<-next
+			}
+			return err
+		}
+		from = at
+	}
+	s.flushPending(realm)
+	return nil
+}
+
+// storeRun stores a run of realm's events as one chain. When a signed event
+// of the run breaks a rule of the log, the events before it are stored one
+// by one and the realm is quarantined at the one that broke it.
+func (s *Service) storeRun(ctx context.Context, realm protocol.Realm, key []byte, raws [][]byte) error {
+	n, err := s.st.IngestChain(ctx, raws, verifyWith(key))
+	if err == nil {
+		s.stats.received("catchup", n)
+		return nil
+	}
+	if !isRuleError(err) {
+		return s.ingestFailed(realm, err)
+	}
+	// IngestChain verified the newest event before it ran any projector, so
+	// every event of the run is authentic: take them one at a time.
+	for _, raw := range raws {
+		_, err := s.st.Ingest(ctx, raw, verified)
+		switch {
+		case err == nil:
+			s.stats.received("catchup", 1)
+		case errors.Is(err, store.ErrDuplicate):
+		default:
+			return s.ingestFailed(realm, err)
+		}
+	}
+	return nil
+}
+
+// isRuleError reports whether err is an event breaking a rule of the log
+// (authority, a payload its projector refuses), not a transport or chain
+// fault.
+func isRuleError(err error) bool {
+	for _, e := range []error{store.ErrEquivocation, protocol.ErrBadSignature, protocol.ErrChainBroken,
+		protocol.ErrInvalidEvent, protocol.ErrNonCanonical, store.ErrGap, store.ErrFailed, store.ErrClosed,
+		context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// ingestFailed sorts out why a run did not store.
+func (s *Service) ingestFailed(realm protocol.Realm, err error) error {
+	switch {
+	case errors.Is(err, store.ErrEquivocation):
+		s.quarantine(realm, err.Error())
+		return nil
+	case errors.Is(err, protocol.ErrBadSignature), errors.Is(err, protocol.ErrChainBroken),
+		errors.Is(err, protocol.ErrInvalidEvent), errors.Is(err, protocol.ErrNonCanonical), errors.Is(err, store.ErrGap):
+		s.stats.refused("catchup")
+		return err // the peer's fault or a race: try again later, maybe elsewhere
+	case !isRuleError(err):
+		return err
+	}
+	// A signed event broke a rule of the log: the realm misbehaves.
+	s.stats.refused("rule")
+	s.quarantine(realm, err.Error())
+	return nil
+}
