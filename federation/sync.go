@@ -65,6 +65,16 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 		}
 		a.Heads = append(a.Heads, wireHead{Realm: string(r), Seq: h.Seq, CID: h.CID.Bytes()})
 	}
+	evs, err := s.st.Equivocations()
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if len(a.Evidence) == maxEvidence {
+			break
+		}
+		a.Evidence = append(a.Evidence, e.Raw)
+	}
 	b, err := encodeWire(&a)
 	if err != nil {
 		return err
@@ -264,6 +274,7 @@ func (s *Service) syncWith(ctx context.Context, p *peerState) error {
 		}
 	}
 	s.announce(news...)
+	s.weighEvidence(ctx, a.Evidence)
 	theirs := make(map[protocol.Realm]protocol.Head, len(a.Heads))
 	for _, h := range a.Heads {
 		c, _ := cid.Cast(h.CID)
@@ -300,6 +311,33 @@ func (s *Service) syncWith(ctx context.Context, p *peerState) error {
 		}
 	}
 	return nil
+}
+
+// weighEvidence checks equivocation evidence a peer passed on: an event that
+// is signed by its realm and differs from the one held at its seq proves the
+// equivocation here too, and is kept as this node's own evidence.
+func (s *Service) weighEvidence(ctx context.Context, raws [][]byte) {
+	for i, raw := range raws {
+		if i == maxEvidence {
+			return
+		}
+		ev, _, err := protocol.DecodeEvent(raw)
+		if err != nil {
+			continue
+		}
+		realm := protocol.Realm(ev.Realm)
+		key, ok := s.dir.Key(realm)
+		if !ok || realm == s.cfg.Realm || s.refusing(realm) {
+			continue
+		}
+		held, err := s.st.EventAt(realm, ev.Seq)
+		if err != nil || held.CID.Equals(protocol.CIDOf(raw)) {
+			continue // not held yet, or the very event held
+		}
+		if _, err := s.st.Ingest(ctx, raw, verifyWith(key)); errors.Is(err, store.ErrEquivocation) {
+			s.quarantine(realm, fmt.Sprintf("equivocation at seq %d (evidence from a peer)", ev.Seq))
+		}
+	}
 }
 
 // compare checks that p's head of realm is the event we hold at its seq;

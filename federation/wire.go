@@ -55,7 +55,14 @@ type wireHead struct {
 type headsAnswer struct {
 	Heads       []wireHead `cbor:"heads"`
 	Descriptors [][]byte   `cbor:"descriptors"`
+	// Evidence holds both events of each equivocation the sender found, so
+	// that every replica quarantines the realm, not only those the lie
+	// reached.
+	Evidence [][]byte `cbor:"evidence,omitempty"`
 }
+
+// maxEvidence bounds the evidence events in one heads answer.
+const maxEvidence = 64
 
 var errFrameTooLarge = errors.New("federation: frame too large")
 
