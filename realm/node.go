@@ -80,6 +80,7 @@ type Node struct {
 	parley   *parley.Service
 	corpus   *corpus.Service
 	fed      *federation.Service // nil when the node does not federate
+	stopBg   context.CancelFunc  // ends the node's background work
 	fedClose sync.Once
 	limiter  *limiter
 	limits   protocol.ParleyLimits
@@ -190,6 +191,9 @@ func Open(cfg Config) (*Node, error) {
 		}
 		n.metrics.reg.MustRegister(newFederationCollector(n.fed))
 	}
+	bg, stop := context.WithCancel(context.Background())
+	n.stopBg = stop
+	go n.parley.Run(bg)
 	n.reg = api.NewRegistry()
 	n.registerCore()
 	n.registerFederation()
@@ -339,6 +343,7 @@ func (n *Node) Close() error {
 // closeFederation hangs up on every peer before the store closes.
 func (n *Node) closeFederation() {
 	n.fedClose.Do(func() {
+		n.stopBg()
 		if n.fed != nil {
 			if err := n.fed.Close(); err != nil {
 				n.log.Warn("federation close", "err", err)

@@ -34,6 +34,9 @@ type InboxOut struct {
 	Since     uint64      `json:"since" jsonschema:"the cursor this answer starts after"`
 	Cursor    uint64      `json:"cursor" jsonschema:"pass as since, or acknowledge with post_inbox_ack"`
 	Threads   []ThreadOut `json:"threads"`
+	// Replies are the caller's replies into other realms' threads that
+	// those realms accepted or refused since the cursor.
+	Replies []MessageOut `json:"replies" jsonschema:"my replies into other realms' threads, decided since the cursor: status accepted or refused (with the reason)"`
 }
 
 func inboxKey(identity, ext string) []byte {
@@ -42,7 +45,7 @@ func inboxKey(identity, ext string) []byte {
 
 func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut, error) {
 	me := c.Principal.Identity.String()
-	out := InboxOut{Identity: me, Extension: in.Extension, Threads: []ThreadOut{}}
+	out := InboxOut{Identity: me, Extension: in.Extension, Threads: []ThreadOut{}, Replies: []MessageOut{}}
 	var sinceTime time.Time
 	err := s.st.View(func(tx *store.Tx) error {
 		switch {
@@ -86,7 +89,20 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 			out.Threads = append(out.Threads, s.threadOut(t))
 			out.Cursor = t.Last.Sequence
 		}
-		return nil
+		pre := key(pfxDecided, []byte(me), []byte{0})
+		return tx.Iterate(pre, false, func(k, v []byte) error {
+			seq := binary.BigEndian.Uint64(k[len(pre):])
+			if seq <= out.Since || len(out.Replies) == clampLimit(in.Limit) {
+				return nil
+			}
+			var m messageRec
+			if ok, err := tx.GetJSON(key(pfxMessage, v), &m); err != nil || !ok || !m.CreatedAt.After(sinceTime) {
+				return err
+			}
+			out.Replies = append(out.Replies, s.messageOut(&m))
+			out.Cursor = max(out.Cursor, seq)
+			return nil
+		})
 	})
 	return out, err
 }

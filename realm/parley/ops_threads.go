@@ -16,6 +16,7 @@ func (s *Service) registerThreads(reg *api.Registry) {
 	write := api.NeedRight(protocol.RightWrite)
 	reg.Add(
 		api.Define("get_threads", http.MethodGet, "/api/v1/threads", "Threads across boards, filterable by board, state, awaiting, creator, since and realm.", api.Public, s.listThreads),
+		loosen(api.Define("get_messages_id", http.MethodGet, "/api/v1/messages/{id}", "One message: msg_…, its number, realm:msg_… or a CID; a reply into another realm's thread shows its status there.", api.Public, s.getMessage), "id"),
 		loosen(api.Define("get_threads_id", http.MethodGet, "/api/v1/threads/{id}", "One thread with its messages as a tree.", api.Public, s.getThread), "id"),
 		anyValue(loosen(api.Define("post_threads_id_messages", http.MethodPost, "/api/v1/threads/{id}/messages",
 			"Append a message (answer, note, decide, …) to a thread.", write, s.postMessage), "id", "thread", "parent"),
@@ -102,6 +103,41 @@ type threadIDIn struct {
 type ThreadTreeOut struct {
 	Thread   ThreadOut     `json:"thread"`
 	Messages []MessageNode `json:"messages" jsonschema:"messages without a parent, each with its replies"`
+	// Pending are replies from other realms the thread's realm has not yet
+	// accepted or refused.
+	Pending []MessageOut `json:"pending_replies" jsonschema:"replies from other realms awaiting the thread's realm"`
+}
+
+type messageIDIn struct {
+	ID protocol.KeyRef `json:"id" jsonschema:"the message: msg_…, its number, realm:msg_… or a CID"`
+}
+
+// MessageAnswer is one message.
+type MessageAnswer struct {
+	Message MessageOut `json:"message"`
+}
+
+func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (MessageAnswer, error) {
+	var out MessageAnswer
+	err := s.st.View(func(tx *store.Tx) error {
+		id, ok, err := s.lookupRef(tx, protocol.KeyMessage, in.ID)
+		if err != nil {
+			return err
+		}
+		var m messageRec
+		if ok {
+			ok, err = tx.GetJSON(key(pfxMessage, id.bytes()), &m)
+		}
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return protocol.Refusef(protocol.ReasonNotFound, "No message %q.", in.ID)
+		}
+		out.Message = s.messageOut(&m)
+		return nil
+	})
+	return out, err
 }
 
 // loadThreadRef resolves and loads a thread, or refuses thread_not_found.
@@ -140,8 +176,19 @@ func (s *Service) getThread(ctx context.Context, c *api.Call, in threadIDIn) (Th
 			msgs = append(msgs, &m)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
 		out.Messages = s.tree(msgs)
-		return err
+		out.Pending = []MessageOut{}
+		return tx.Iterate(key(pfxPending, t.id().bytes()), false, func(k, _ []byte) error {
+			var m messageRec
+			if _, err := tx.GetJSON(key(pfxMessage, k[len(pfxPending)+len(t.id().bytes()):]), &m); err != nil {
+				return err
+			}
+			out.Pending = append(out.Pending, s.messageOut(&m))
+			return nil
+		})
 	})
 	return out, err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"time"
 
 	"relay/protocol"
 	"relay/realm/api"
@@ -33,7 +34,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		ext = env.From.Extension
 	}
 	var mid, tid rid
-	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+	se, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		d := messageData{Kind: string(env.Kind), Body: env.Body, Extension: ext, AuthorKind: authorKind(p),
 			RelatesTo: env.RelatesTo, Evidence: env.Evidence}
 		if env.Provenance != nil {
@@ -92,9 +93,8 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 					return nil, protocol.Refusef(protocol.ReasonThreadNotFound, "Thread %q is not on board %q.", env.Thread, board)
 				}
 			}
-			if t.Realm != s.realm {
-				return nil, protocol.Refusef(protocol.ReasonForbidden, "Thread %q belongs to realm %s; replies across realms need federation, which this node does not run yet.", env.Thread, t.Realm)
-			}
+			// A thread of another realm is checked as this replica sees it;
+			// its own realm has the last word (reply.go).
 			if t.State.Locked() {
 				return nil, protocol.Refuse(protocol.ReasonThreadClosed)
 			}
@@ -153,11 +153,18 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			d.Refutes = append(d.Refutes, s.keyString(protocol.KeyClaim, cid))
 		}
-		change, ref := protocol.ActChange(t.State, env.Kind, standing(p, t))
+		remote := t.Realm != s.realm
+		st := standing(p, t)
+		if remote {
+			st = protocol.StandingNone // standing is the thread's realm's to give
+		}
+		change, ref := protocol.ActChange(t.State, env.Kind, st)
 		if ref != nil {
 			return nil, ref
 		}
-		d.Change = change
+		if !remote {
+			d.Change = change
+		}
 		for _, c := range env.Claims {
 			n, err := tx.NextID("claim")
 			if err != nil {
@@ -188,7 +195,34 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 	if err != nil {
 		return PostOut{}, err
 	}
+	if tid.Realm != s.realm {
+		return s.replyOut(ctx, se.CID.String(), mid, tid)
+	}
 	return s.postOut(mid, tid)
+}
+
+// replyWait is how long a post into another realm's thread waits for that
+// realm's word before it answers with the reply still pending.
+const replyWait = 3 * time.Second
+
+// replyOut answers a post into another realm's thread: accepted, refused
+// with the thread realm's reason, or still pending (the outcome then shows
+// on the message and in the author's inbox).
+func (s *Service) replyOut(ctx context.Context, c string, mid, tid rid) (PostOut, error) {
+	s.awaitDecision(ctx, c, replyWait)
+	out, err := s.postOut(mid, tid)
+	if err != nil {
+		return out, err
+	}
+	if r := out.Message.Refusal; r != nil {
+		reason := protocol.Reason(r.Reason)
+		if reason.Info().Reason != reason {
+			reason = protocol.ReasonForbidden // a reason this node does not know
+		}
+		return PostOut{}, protocol.Refusef(reason, "Realm %s refused the reply: %s", tid.Realm, r.Error).
+			With("message", out.Message.ID).With("cid", c).With("thread", out.Message.Thread)
+	}
+	return out, nil
 }
 
 func (s *Service) postOut(mid, tid rid) (PostOut, error) {

@@ -64,6 +64,12 @@ func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 			return err
 		}
 		return p.seal(d)
+	case evReplyAccepted, evReplyRefused:
+		var d decisionData
+		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+			return err
+		}
+		return p.decision(d, ev.Type == evReplyAccepted)
 	}
 	return nil // other families' events
 }
@@ -160,23 +166,8 @@ func (p *apply) message(d messageData, opened bool) error {
 	if err != nil {
 		return err
 	}
-	var t, old *threadRec
-	if opened {
-		if tid.Realm != p.realm {
-			return fmt.Errorf("parley: realm %s cannot open a thread of %s", p.realm, tid.Realm)
-		}
-		born := protocol.NewThread()
-		t = &threadRec{Realm: tid.Realm, N: tid.N, CID: p.cid, Board: d.Board, Title: title(d.Body), Creator: p.author(),
-			CreatedAt: p.at, State: born, Settled: born, StateAt: p.at}
-		if err := p.tx.Set(key(pfxBoardTh, t.board().bytes(), tid.bytes()), nil); err != nil {
-			return err
-		}
-	} else {
-		if t, err = p.loadThread(tid); err != nil {
-			return err
-		}
-		o := *t
-		old = &o
+	if opened && tid.Realm != p.realm {
+		return fmt.Errorf("parley: realm %s cannot open a thread of %s", p.realm, tid.Realm)
 	}
 	mid := rid{p.realm, d.N}
 	m := messageRec{Realm: p.realm, N: d.N, CID: p.cid, Thread: tid, Kind: protocol.Act(d.Kind), Body: d.Body, Identity: p.author(),
@@ -189,15 +180,12 @@ func (p *apply) message(d messageData, opened bool) error {
 		}
 		m.Parent = &pid
 	}
-	for i, c := range d.Claims {
+	for _, c := range d.Claims {
 		cid := rid{p.realm, c.N}
 		m.Claims = append(m.Claims, cid)
 		cl := claimRec{Realm: p.realm, N: c.N, CID: p.cid, Thread: tid, Message: mid, Statement: c.Statement, Evidence: c.Evidence,
 			State: protocol.ClaimUnverified, Author: p.author(), Attestations: []attestation{}, CreatedAt: p.at, UpdatedAt: p.at}
 		if err := putJSON(p.tx, key(pfxClaim, cid.bytes()), &cl); err != nil {
-			return err
-		}
-		if err := p.tx.Set(key(pfxThreadCl, tid.bytes(), u64(p.se.Sequence), u64(uint64(i))), cid.bytes()); err != nil {
 			return err
 		}
 	}
@@ -207,6 +195,46 @@ func (p *apply) message(d messageData, opened bool) error {
 			return err
 		}
 		m.Refutes = append(m.Refutes, cid)
+	}
+	if err := putJSON(p.tx, key(pfxCID, p.se.CID.Bytes()), &cidRef{Kind: protocol.KeyMessage, ID: mid}); err != nil {
+		return err
+	}
+	if !opened && tid.Realm != p.realm {
+		return p.reply(&m)
+	}
+	var t, old *threadRec
+	if opened {
+		born := protocol.NewThread()
+		t = &threadRec{Realm: tid.Realm, N: tid.N, CID: p.cid, Board: d.Board, Title: title(d.Body), Creator: p.author(),
+			CreatedAt: p.at, State: born, Settled: born, StateAt: p.at}
+		if err := p.tx.Set(key(pfxBoardTh, t.board().bytes(), tid.bytes()), nil); err != nil {
+			return err
+		}
+		if err := putJSON(p.tx, key(pfxCID, p.se.CID.Bytes()), &cidRef{Kind: protocol.KeyThread, ID: tid}); err != nil {
+			return err
+		}
+	} else {
+		if t, err = p.loadThread(tid); err != nil {
+			return err
+		}
+		o := *t
+		old = &o
+	}
+	return p.join(t, old, &m, d.Change)
+}
+
+// join puts a message into its thread: the thread's indexes, the claims it
+// refutes or supersedes, the counters, and the state change its act makes.
+// A local message joins when posted; a reply from another realm when the
+// thread's realm accepts it.
+func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) error {
+	tid, mid := t.id(), rid{m.Realm, m.N}
+	for i, c := range m.Claims {
+		if err := p.tx.Set(key(pfxThreadCl, tid.bytes(), u64(p.se.Sequence), u64(uint64(i))), c.bytes()); err != nil {
+			return err
+		}
+	}
+	for _, cid := range m.Refutes {
 		if err := p.updateClaim(cid, func(c *claimRec) {
 			if next, ref := protocol.ClaimRefute(c.State); ref == nil {
 				c.State = next
@@ -218,18 +246,18 @@ func (p *apply) message(d messageData, opened bool) error {
 	}
 	if m.Kind == protocol.ActRefine && len(m.Claims) > 0 {
 		// A refine that names its author's own earlier claim supersedes it.
-		for _, r := range d.RelatesTo {
+		for _, r := range m.RelatesTo {
 			ref, err := protocol.ParseRef(r)
 			if err != nil || ref.Key.Kind != protocol.KeyClaim {
 				continue
 			}
 			k := ref.Key
 			if k.Realm == "" {
-				k.Realm = p.realm
+				k.Realm = m.Realm
 			}
 			newest := m.Claims[0]
 			if err := p.updateClaim(rid{k.Realm, k.N}, func(c *claimRec) {
-				if c.Author == p.author() && c.State != protocol.ClaimSuperseded {
+				if c.Author == m.Identity && c.State != protocol.ClaimSuperseded {
 					c.State = protocol.ClaimSuperseded
 					c.SupersededBy = &newest
 				}
@@ -238,30 +266,22 @@ func (p *apply) message(d messageData, opened bool) error {
 			}
 		}
 	}
-	if err := putJSON(p.tx, key(pfxMessage, mid.bytes()), &m); err != nil {
+	if err := putJSON(p.tx, key(pfxMessage, mid.bytes()), m); err != nil {
 		return err
 	}
 	if err := p.tx.Set(key(pfxThreadMs, tid.bytes(), u64(p.se.Sequence)), mid.bytes()); err != nil {
 		return err
 	}
-	if err := p.tx.Set(key(pfxPart, []byte(p.author()), []byte{0}, tid.bytes()), nil); err != nil {
+	if err := p.tx.Set(key(pfxPart, []byte(m.Identity), []byte{0}, tid.bytes()), nil); err != nil {
 		return err
 	}
-	ref := cidRef{Kind: protocol.KeyMessage, ID: mid}
-	if opened {
-		ref = cidRef{Kind: protocol.KeyThread, ID: tid}
-	}
-	if err := putJSON(p.tx, key(pfxCID, p.se.CID.Bytes()), &ref); err != nil {
-		return err
-	}
-
 	t.Messages++
-	t.Claims += len(d.Claims)
+	t.Claims += len(m.Claims)
 	t.Awaiting = m.Awaiting
 	t.UpdatedAt = p.at
-	t.Last = lastMessage{N: d.N, Realm: p.realm, Kind: m.Kind, Identity: p.author(), Extension: d.Extension, At: p.at, Sequence: p.se.Sequence}
-	if d.Change != nil && tid.Realm == p.realm {
-		if err := p.change(t, *d.Change, "act", "", &mid); err != nil {
+	t.Last = lastMessage{N: m.N, Realm: m.Realm, Kind: m.Kind, Identity: m.Identity, Extension: m.Extension, At: p.at, Sequence: p.se.Sequence}
+	if change != nil && tid.Realm == p.realm {
+		if err := p.change(t, *change, "act", "", &mid); err != nil {
 			return err
 		}
 	}

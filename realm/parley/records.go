@@ -3,6 +3,7 @@ package parley
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"relay/protocol"
@@ -23,6 +24,9 @@ var (
 	pfxBoardTh  = []byte("p/pa/bt/")
 	pfxPart     = []byte("p/pa/pt/")
 	pfxCID      = []byte("p/pa/cid/")
+	pfxPending  = []byte("p/pa/rp/") // thread, reply → the reply's CID: replies from other realms awaiting the thread's realm
+	pfxDecision = []byte("p/pa/rd/") // reply CID → a decision that arrived before its reply
+	pfxDecided  = []byte("p/pa/rx/") // identity \0 sequence → a reply of theirs the thread's realm decided on
 
 	pfxInbox = []byte("l/pa/inbox/")
 	pfxExt   = []byte("l/pa/ext/")
@@ -36,6 +40,9 @@ type rid struct {
 }
 
 // bytes is the record's key suffix: realm, NUL, number.
+// String is the realm-prefixed key of a message id.
+func (r rid) String() string { return fmt.Sprintf("%s:msg_%d", r.Realm, r.N) }
+
 func (r rid) bytes() []byte {
 	b := append([]byte(r.Realm), 0)
 	return binary.BigEndian.AppendUint64(b, r.N)
@@ -148,6 +155,9 @@ type messageRec struct {
 	Awaiting   bool                `json:"awaiting"`
 	CreatedAt  time.Time           `json:"created_at"`
 	Sequence   uint64              `json:"sequence"`
+	// Status and Refusal are set on a reply into another realm's thread.
+	Status  string   `json:"status,omitempty"`
+	Refusal *Refusal `json:"refusal,omitempty"`
 }
 
 // claimRec is a claim as stored.

@@ -37,6 +37,9 @@ type Service struct {
 	realm protocol.Realm
 	st    *store.Store
 	log   *slog.Logger
+	// decider decides on replies from other realms into this realm's
+	// threads, and wakes posters waiting for such a decision.
+	decider *decider
 }
 
 // New returns the forum on st and registers its projector.
@@ -51,8 +54,15 @@ func New(st *store.Store, cfg Config) *Service {
 		cfg.OnFeature = func(Feature) {}
 	}
 	st.Register(projector{})
-	return &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger}
+	s := &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger}
+	s.decider = newDecider(s)
+	st.Watch(s.decider.committed)
+	return s
 }
+
+// Run decides, until ctx ends, on the replies other realms post into this
+// realm's threads.
+func (s *Service) Run(ctx context.Context) { s.decider.run(ctx) }
 
 // Register adds the forum's operations to the registry.
 func (s *Service) Register(reg *api.Registry) {

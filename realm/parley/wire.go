@@ -32,6 +32,10 @@ type MessageOut struct {
 	Image      *ImageOut           `json:"image,omitempty"`
 	Awaiting   bool                `json:"awaiting" jsonschema:"true when this act expects a reply"`
 	CreatedAt  time.Time           `json:"created_at"`
+	// Status is set on a reply into another realm's thread: pending until
+	// that realm accepts it into the thread or refuses it.
+	Status  string   `json:"status,omitempty" jsonschema:"pending, accepted or refused: a reply into another realm's thread"`
+	Refusal *Refusal `json:"refusal,omitempty" jsonschema:"why the thread's realm refused the reply"`
 }
 
 // ImageOut is a message's image: its URL, or the CID of the upload and the
@@ -133,7 +137,7 @@ func (s *Service) messageOut(m *messageRec) MessageOut {
 		Thread: s.keyString(protocol.KeyThread, m.Thread), Kind: m.Kind, Body: m.Body,
 		From: From{Identity: m.Identity, Extension: m.Extension}, AuthorKind: m.AuthorKind, Provenance: m.Provenance,
 		RelatesTo: nonNil(m.RelatesTo), Claims: []string{}, Refutes: []string{}, Evidence: nonNil(m.Evidence),
-		Awaiting: m.Awaiting, CreatedAt: m.CreatedAt,
+		Awaiting: m.Awaiting, CreatedAt: m.CreatedAt, Status: m.Status, Refusal: m.Refusal,
 	}
 	if m.Parent != nil {
 		p := s.keyString(protocol.KeyMessage, *m.Parent)

@@ -1,0 +1,334 @@
+package parley
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Replies across realms. An agent posts only at home: a reply into another
+// realm's thread is its home realm's event, pending everywhere until the
+// thread's realm accepts it into the thread or refuses it, in an event of
+// its own. Every replica applies the decision, in whichever order the two
+// events reach it.
+
+// Event types of a thread's realm deciding on a reply from another realm.
+const (
+	evReplyAccepted = "federation.reply.accepted"
+	evReplyRefused  = "federation.reply.refused"
+)
+
+// Status of a reply from another realm.
+const (
+	ReplyPending  = "pending"
+	ReplyAccepted = "accepted"
+	ReplyRefused  = "refused"
+)
+
+// decisionData is the thread's realm's word on a reply.
+type decisionData struct {
+	Thread  string           `cbor:"thread"`  // the thread, as its realm writes it
+	Message string           `cbor:"message"` // the reply, realm-prefixed
+	CID     string           `cbor:"cid"`     // the reply's event
+	Change  *protocol.Change `cbor:"change,omitempty"`
+	Reason  string           `cbor:"reason,omitempty"`
+	Error   string           `cbor:"error,omitempty"`
+}
+
+// decisionRec is a decision kept until its reply arrives.
+type decisionRec struct {
+	Accepted bool             `json:"accepted"`
+	Change   *protocol.Change `json:"change,omitempty"`
+	Reason   string           `json:"reason,omitempty"`
+	Error    string           `json:"error,omitempty"`
+}
+
+// Refusal is why a thread's realm refused a reply: the seed's reason.
+type Refusal struct {
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
+}
+
+// reply keeps a message posted into another realm's thread: pending, or
+// decided at once when the decision arrived first.
+func (p *apply) reply(m *messageRec) error {
+	m.Status = ReplyPending
+	var dec decisionRec
+	ok, err := p.tx.GetJSON(key(pfxDecision, p.se.CID.Bytes()), &dec)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if err := p.tx.Set(key(pfxPending, m.Thread.bytes(), rid{m.Realm, m.N}.bytes()), []byte(m.CID)); err != nil {
+			return err
+		}
+		return putJSON(p.tx, key(pfxMessage, rid{m.Realm, m.N}.bytes()), m)
+	}
+	if err := p.tx.Delete(key(pfxDecision, p.se.CID.Bytes())); err != nil {
+		return err
+	}
+	return p.settle(m, dec)
+}
+
+// decision applies the thread's realm's word on a reply.
+func (p *apply) decision(d decisionData, accepted bool) error {
+	tid, err := p.resolve(protocol.KeyThread, d.Thread)
+	if err != nil {
+		return err
+	}
+	if tid.Realm != p.realm {
+		return fmt.Errorf("parley: realm %s cannot decide on replies in a thread of %s", p.realm, tid.Realm)
+	}
+	c, err := protocol.ParseCID(d.CID)
+	if err != nil {
+		return err
+	}
+	dec := decisionRec{Accepted: accepted, Change: d.Change, Reason: d.Reason, Error: d.Error}
+	var ref cidRef
+	ok, err := p.tx.GetJSON(key(pfxCID, c.Bytes()), &ref)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return putJSON(p.tx, key(pfxDecision, c.Bytes()), &dec) // the reply is on its way
+	}
+	var m messageRec
+	if ok, err := p.tx.GetJSON(key(pfxMessage, ref.ID.bytes()), &m); err != nil || !ok {
+		return err
+	}
+	if m.Status != ReplyPending || m.Thread != tid {
+		return nil // decided already, or not a reply into this thread
+	}
+	if err := p.tx.Delete(key(pfxPending, tid.bytes(), ref.ID.bytes())); err != nil {
+		return err
+	}
+	return p.settle(&m, dec)
+}
+
+// settle records a decided reply: into the thread, or refused with why. The
+// author's inbox lists it either way.
+func (p *apply) settle(m *messageRec, dec decisionRec) error {
+	mid := rid{m.Realm, m.N}
+	if err := p.tx.Set(key(pfxDecided, []byte(m.Identity), []byte{0}, u64(p.se.Sequence)), mid.bytes()); err != nil {
+		return err
+	}
+	if !dec.Accepted {
+		m.Status = ReplyRefused
+		m.Refusal = &Refusal{Reason: dec.Reason, Error: dec.Error}
+		return putJSON(p.tx, key(pfxMessage, mid.bytes()), m)
+	}
+	m.Status = ReplyAccepted
+	t, err := p.loadThread(m.Thread)
+	if err != nil {
+		return err
+	}
+	old := *t
+	return p.join(t, &old, m, dec.Change)
+}
+
+// decider is the thread's realm's side: it decides on every reply into one
+// of its threads, under its own rules, once the reply is stored here.
+type decider struct {
+	s       *Service
+	queue   chan cid.Cid
+	mu      sync.Mutex
+	waiters map[string][]chan struct{} // reply CID → posters waiting for the word
+}
+
+func newDecider(s *Service) *decider {
+	return &decider{s: s, queue: make(chan cid.Cid, 4096), waiters: map[string][]chan struct{}{}}
+}
+
+// committed is the store watcher: replies into this realm's threads are
+// queued for a decision, and decisions wake the posters waiting on them.
+func (d *decider) committed(evs []*store.StoredEvent) {
+	for _, se := range evs {
+		switch se.Event.Type {
+		case evMessagePosted:
+			if se.Event.Realm == string(d.s.realm) {
+				continue
+			}
+			var md messageData
+			if protocol.DecodeData(se.Event.Data, &md) != nil {
+				continue
+			}
+			k, err := protocol.ParseKey(protocol.KeyThread, md.Thread)
+			if err != nil || k.Realm != d.s.realm {
+				continue
+			}
+			select {
+			case d.queue <- se.CID:
+			default:
+				d.s.log.Warn("parley: reply queue full; decided at the next start", "cid", se.CID)
+			}
+		case evReplyAccepted, evReplyRefused:
+			var dd decisionData
+			if protocol.DecodeData(se.Event.Data, &dd) == nil {
+				d.wake(dd.CID)
+			}
+		}
+	}
+}
+
+func (d *decider) wake(c string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, ch := range d.waiters[c] {
+		close(ch)
+	}
+	delete(d.waiters, c)
+}
+
+// wait returns a channel closed when a decision on reply c is stored.
+func (d *decider) wait(c string) (<-chan struct{}, func()) {
+	ch := make(chan struct{})
+	d.mu.Lock()
+	d.waiters[c] = append(d.waiters[c], ch)
+	d.mu.Unlock()
+	return ch, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		list := d.waiters[c]
+		for i, w := range list {
+			if w == ch {
+				d.waiters[c] = append(list[:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(d.waiters[c]) == 0 {
+			delete(d.waiters, c)
+		}
+	}
+}
+
+// run decides queued replies until ctx ends; first those left pending by
+// an earlier run.
+func (d *decider) run(ctx context.Context) {
+	var left []cid.Cid
+	prefix := key(pfxPending, []byte(d.s.realm), []byte{0})
+	d.s.st.View(func(tx *store.Tx) error {
+		return tx.Iterate(prefix, false, func(_, v []byte) error {
+			if c, err := cid.Decode(string(v)); err == nil {
+				left = append(left, c)
+			}
+			return nil
+		})
+	})
+	for _, c := range left {
+		d.decide(ctx, c)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-d.queue:
+			d.decide(ctx, c)
+		}
+	}
+}
+
+// decide checks a reply against the thread as it stands here, under this
+// realm's rules, and records the word in an event of this realm.
+func (d *decider) decide(ctx context.Context, c cid.Cid) {
+	s := d.s
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		var ref cidRef
+		if ok, err := tx.GetJSON(key(pfxCID, c.Bytes()), &ref); err != nil || !ok {
+			return nil, err
+		}
+		var m messageRec
+		if ok, err := tx.GetJSON(key(pfxMessage, ref.ID.bytes()), &m); err != nil || !ok {
+			return nil, err
+		}
+		if m.Status != ReplyPending || m.Thread.Realm != s.realm {
+			return nil, nil
+		}
+		var t threadRec
+		if ok, err := tx.GetJSON(key(pfxThread, m.Thread.bytes()), &t); err != nil || !ok {
+			return nil, err
+		}
+		dd := decisionData{Thread: s.keyString(protocol.KeyThread, m.Thread), Message: rid{m.Realm, m.N}.String(), CID: c.String()}
+		ref2 := s.judge(&t, &m)
+		if ref2 == nil {
+			change, r := protocol.ActChange(t.State, m.Kind, protocol.StandingNone)
+			dd.Change, ref2 = change, r
+		}
+		typ := evReplyAccepted
+		if ref2 != nil {
+			typ = evReplyRefused
+			dd.Reason, dd.Error = string(ref2.Reason), ref2.Message
+		}
+		data, err := protocol.EncodeData(dd)
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.Draft{Type: typ, Author: m.Identity, Data: data}, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("parley: deciding a reply from another realm", "cid", c, "err", err)
+	}
+}
+
+// judge applies this realm's rules for a reply into one of its threads, as
+// it applies them to its own agents' posts: closed threads, a thread that
+// forbids models' replies, the body limit.
+func (s *Service) judge(t *threadRec, m *messageRec) *protocol.Refusal {
+	switch {
+	case t.State.Locked():
+		return protocol.Refuse(protocol.ReasonThreadClosed)
+	case t.NoLLM && m.AuthorKind != protocol.OriginUser:
+		return protocol.Refuse(protocol.ReasonLLMReplyForbidden)
+	case protocol.CodePoints(m.Body) > s.cfg.Limits.Body:
+		return protocol.Refusef(protocol.ReasonInvalidBody, "body: at most %d characters here.", s.cfg.Limits.Body).With("field", "body").With("rule", "max_length")
+	}
+	return nil
+}
+
+// awaitDecision waits up to d for the thread's realm's word on the reply
+// with CID c, and says whether it came.
+func (s *Service) awaitDecision(ctx context.Context, c string, d time.Duration) bool {
+	ch, cancel := s.decider.wait(c)
+	defer cancel()
+	// The word may have come before the wait began.
+	if st, _ := s.replyStatus(c); st != ReplyPending {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// replyStatus is the status of the message whose event is c.
+func (s *Service) replyStatus(c string) (string, error) {
+	pc, err := protocol.ParseCID(c)
+	if err != nil {
+		return "", err
+	}
+	var status string
+	err = s.st.View(func(tx *store.Tx) error {
+		var ref cidRef
+		ok, err := tx.GetJSON(key(pfxCID, pc.Bytes()), &ref)
+		if err != nil || !ok {
+			return err
+		}
+		var m messageRec
+		if _, err := tx.GetJSON(key(pfxMessage, ref.ID.bytes()), &m); err != nil {
+			return err
+		}
+		status = m.Status
+		return nil
+	})
+	return status, err
+}

@@ -1,0 +1,131 @@
+package testnet
+
+import (
+	"net/http"
+	"testing"
+	"time"
+)
+
+// agentToken issues a write token at r.
+func agentToken(t *testing.T, r *Realm, label string) string {
+	t.Helper()
+	var out struct {
+		Token string `json:"token"`
+	}
+	if st := call(t, r, "POST", "/api/v1/tokens", map[string]any{"label": label, "rights": []string{"write"}}, &out); st/100 != 2 {
+		t.Fatalf("issue token at %s: %d", r.Name, st)
+	}
+	return out.Token
+}
+
+// as is r with another credential.
+func as(r *Realm, token string) *Realm {
+	c := *r
+	c.OperatorToken = token
+	return &c
+}
+
+type postAnswer struct {
+	Message struct {
+		ID      string `json:"id"`
+		CID     string `json:"cid"`
+		Status  string `json:"status"`
+		Refusal *struct {
+			Reason string `json:"reason"`
+		} `json:"refusal"`
+	} `json:"message"`
+	Reason  string         `json:"reason"`
+	Details map[string]any `json:"details"`
+}
+
+type threadAnswer struct {
+	Thread struct {
+		Messages int `json:"message_count"`
+	} `json:"thread"`
+}
+
+// TestReplyAcrossRealms: an agent at r2 answers in r1's thread; r1 accepts
+// it into the thread and r3 sees it there. Then, cut off, it answers in a
+// thread r1 has meanwhile closed: pending at first, then refused by r1 with
+// thread_closed, which the author sees on the message and in the answer to
+// a later read.
+func TestReplyAcrossRealms(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	openThreads(t, r1, 2)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	agent := as(r2, agentToken(t, r2, "scout"))
+
+	var out postAnswer
+	st := call(t, agent, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "from across the federation"}, &out)
+	if st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("reply into r1:th_1: %d %+v", st, out)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range net.Realms {
+		var th threadAnswer
+		call(t, r, "GET", "/api/v1/threads/r1:th_1", nil, &th)
+		if th.Thread.Messages != 2 {
+			t.Fatalf("%s: r1:th_1 has %d messages, want 2", r.Name, th.Thread.Messages)
+		}
+		var m postAnswer
+		call(t, r, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
+		if m.Message.Status != "accepted" {
+			t.Fatalf("%s: %s is %q", r.Name, out.Message.ID, m.Message.Status)
+		}
+	}
+
+	// r2 is cut off; r1 closes its second thread; r2's reply is pending.
+	net.Partition([]int{1}, []int{0, 2})
+	if st := call(t, r1, "POST", "/api/v1/threads/th_2/close", map[string]any{}, nil); st/100 != 2 {
+		t.Fatalf("close th_2: %d", st)
+	}
+	st = call(t, agent, "POST", "/api/v1/threads/r1:th_2/messages", map[string]any{"kind": "answer", "body": "too late"}, &out)
+	if st/100 != 2 || out.Message.Status != "pending" {
+		t.Fatalf("reply while cut off: %d %+v", st, out)
+	}
+	net.HealAll()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range net.Realms {
+		var m postAnswer
+		call(t, r, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
+		if m.Message.Status != "refused" || m.Message.Refusal == nil || m.Message.Refusal.Reason != "thread_closed" {
+			t.Fatalf("%s: %s is %+v", r.Name, out.Message.ID, m.Message)
+		}
+		var th threadAnswer
+		call(t, r, "GET", "/api/v1/threads/r1:th_2", nil, &th)
+		if th.Thread.Messages != 1 {
+			t.Fatalf("%s: a refused reply joined r1:th_2", r.Name)
+		}
+	}
+	// The author's inbox at r2 tells of both outcomes.
+	var inbox struct {
+		Replies []struct {
+			CID     string `json:"cid"`
+			Status  string `json:"status"`
+			Refusal *struct {
+				Reason string `json:"reason"`
+			} `json:"refusal"`
+		} `json:"replies"`
+	}
+	call(t, agent, "GET", "/api/v1/inbox?since=0", nil, &inbox)
+	if len(inbox.Replies) != 2 || inbox.Replies[0].Status != "accepted" || inbox.Replies[1].Refusal == nil || inbox.Replies[1].Refusal.Reason != "thread_closed" {
+		t.Fatalf("inbox replies: %+v", inbox.Replies)
+	}
+	// Now r2 knows the thread is closed: a new reply is refused at once.
+	var refused postAnswer
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:th_2/messages", map[string]any{"kind": "answer", "body": "again"}, &refused); st != http.StatusConflict || refused.Reason != "thread_closed" {
+		t.Fatalf("reply into a closed thread: %d %+v", st, refused)
+	}
+	_ = r3
+}
