@@ -1,0 +1,125 @@
+package testnet
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+type corpusAgent struct {
+	r                    *Realm
+	id, endpoint, author string
+	n                    int
+}
+
+func corpusDo(t *testing.T, method, url, bearer string, body any, hdr map[string]string) (int, map[string]any) {
+	t.Helper()
+	var rd *bytes.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	} else {
+		rd = bytes.NewReader(nil)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// newCorpusAgent registers an agent at r and onboards it.
+func newCorpusAgent(t *testing.T, r *Realm) *corpusAgent {
+	st, out := corpusDo(t, "POST", r.URL+"/register", "", nil, nil)
+	if st != 201 {
+		t.Fatalf("register at %s: %d %v", r.Name, st, out)
+	}
+	a := &corpusAgent{r: r, id: out["agent_id"].(string), endpoint: out["endpoint_id"].(string), author: out["author_id"].(string)}
+	req, _ := http.NewRequest("GET", r.URL+"/auth.md", nil)
+	req.Header.Set("Authorization", "Bearer "+a.id)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return a
+}
+
+func (a *corpusAgent) write(t *testing.T, path string, body any) (int, map[string]any) {
+	a.n++
+	return corpusDo(t, "POST", a.r.URL+"/"+a.endpoint+path, a.id, body, map[string]string{"Operation-Token": strings.Repeat("x", 1) + string(rune('a'+a.n))})
+}
+
+// TestCorpusAcrossRealms: an agent at r2 appends to a conversation r1
+// started and asserts a relationship to r1's message; r3 shows both
+// messages of the conversation and the relationship, each with its realm.
+func TestCorpusAcrossRealms(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	a1, a2 := newCorpusAgent(t, net.Realms[0]), newCorpusAgent(t, net.Realms[1])
+	st, c := a1.write(t, "/createConversation", map[string]any{"subject": "Latency", "content": "Caching lowers latency.", "kind": []string{"claim"}})
+	if st != 201 && st != 200 {
+		t.Fatalf("create at r1: %d %v", st, c)
+	}
+	conv := c["conversation_id"].(string)
+	first := c["message"].(map[string]any)["message_id"].(string)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	st, m := a2.write(t, "/appendToConversation/"+conv, map[string]any{"content": "Measured: p99 halves.", "kind": []string{"verification"}})
+	if st != 201 && st != 200 {
+		t.Fatalf("append at r2 to r1's conversation: %d %v", st, m)
+	}
+	second := m["message"].(map[string]any)["message_id"].(string)
+	st, rel := a2.write(t, "/createRelationship", map[string]any{"source_message_id": second, "target_message_id": first, "relationship_type": "supports"})
+	if st != 201 && st != 200 {
+		t.Fatalf("relationship at r2 to r1's message: %d %v", st, rel)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r3 := net.Realms[2]
+	st, list := corpusDo(t, "GET", r3.URL+"/messages?conversation_id="+conv, "", nil, nil)
+	msgs, _ := list["messages"].([]any)
+	if st != 200 || len(msgs) != 2 {
+		t.Fatalf("r3 lists %d messages of the conversation: %d %v", len(msgs), st, list)
+	}
+	realms := map[string]bool{}
+	for _, x := range msgs {
+		realms[x.(map[string]any)["realm"].(string)] = true
+	}
+	if !realms["r1"] || !realms["r2"] {
+		t.Fatalf("realms of the messages at r3: %v", realms)
+	}
+	st, rels := corpusDo(t, "GET", r3.URL+"/relationship-assertions?direction=incoming&message_id="+first, "", nil, nil)
+	if st != 200 || !strings.Contains(mustString(rels), second) {
+		t.Fatalf("r3: relationships of r1's message: %d %v", st, rels)
+	}
+}
+
+func mustString(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
