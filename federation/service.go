@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
@@ -63,6 +64,7 @@ type Service struct {
 	host  host.Host
 	ps    *pubsub.PubSub
 	gater *gater
+	bw    *metrics.BandwidthCounter
 	dir   *Directory
 	// dirTopic carries descriptors; set once at start.
 	dirTopic *pubsub.Topic
@@ -113,6 +115,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		pending: map[protocol.Realm]map[uint64][]byte{}, pulling: map[protocol.Realm]bool{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
+	s.bw = metrics.NewBandwidthCounter()
 	if err := s.loadState(); err != nil {
 		return nil, err
 	}
@@ -127,6 +130,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
 		libp2p.ConnectionGater(s.gater),
+		libp2p.BandwidthReporter(s.bw),
 		libp2p.DisableRelay(),
 		libp2p.UserAgent("relay/"+string(cfg.Realm)),
 	)
@@ -201,6 +205,13 @@ func (s *Service) Addrs() []string {
 		out = append(out, a.Encapsulate(ma.StringCast("/p2p/"+s.host.ID().String())).String())
 	}
 	return out
+}
+
+// Wire returns the bytes this node has received and sent to peers since it
+// started, over every protocol.
+func (s *Service) Wire() (in, out int64) {
+	t := s.bw.GetBandwidthTotals()
+	return t.TotalIn, t.TotalOut
 }
 
 // Directory is the realm directory.

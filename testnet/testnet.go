@@ -40,6 +40,9 @@ type Config struct {
 	Topology Topology
 	// NoP2P runs the realms without federation.
 	NoP2P bool
+	// RateLimitOff runs the realms without their per-credential rate limit
+	// (for load generators).
+	RateLimitOff bool
 	// SyncInterval is the anti-entropy period; 0: one second, so tests
 	// converge fast.
 	SyncInterval time.Duration
@@ -137,6 +140,9 @@ func (n *Net) start(r *Realm) error {
 		cfg.P2PAddrs = nil
 	}
 	cfg.SyncInterval = n.cfg.SyncInterval
+	if n.cfg.RateLimitOff {
+		cfg.RateLimit = 0
+	}
 	cfg.Logger = n.cfg.Logger.With("realm", r.Name)
 	node, err := realm.Open(cfg)
 	if err != nil {

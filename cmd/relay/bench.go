@@ -22,6 +22,7 @@ func benchCommand() *cli.Command {
 		Description: "Issues one write token and one thread per agent, then each agent posts notes in a closed loop: " +
 			"over HTTP, over MCP (tools/call), and against a trivial JSON handler in this process (the ceiling). " +
 			"By default the node runs in this process on a durable store in a temporary directory.",
+		Subcommands: []*cli.Command{benchFederationCommand()},
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "concurrency", Value: def.Concurrency, Usage: "agents posting at once, each with its own token and thread", EnvVars: []string{"RELAY_BENCH_CONCURRENCY"}},
 			&cli.DurationFlag{Name: "duration", Value: def.Duration, Usage: "measured time of each phase", EnvVars: []string{"RELAY_BENCH_DURATION"}},

@@ -1,0 +1,319 @@
+// Package fedbench measures the federation, as `relay bench federation`
+// runs it: replication latency from a durable post at one realm to its
+// commit at the others (from which the API serves it), bytes on the wire per
+// event, and the catch-up rate of a realm that joins late.
+package fedbench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+	"relay/store"
+	"relay/testnet"
+	"relay/testnet/bench"
+)
+
+// Options are one run. Start from DefaultOptions.
+type Options struct {
+	Realms int
+	// Rate is the posts per second offered to the first realm.
+	Rate     int
+	Duration time.Duration
+	// Posters are the agents posting at once at the first realm.
+	Posters int
+	// CatchUpEvents is how many events the late realm catches up; 0 skips
+	// the phase.
+	CatchUpEvents int
+	Logger        *slog.Logger
+	Progress      io.Writer
+}
+
+// DefaultOptions are the issue's conditions: 5 realms, 1,000 posts/s,
+// 100,000 events to catch up.
+func DefaultOptions() Options {
+	return Options{Realms: 5, Rate: 1000, Duration: 10 * time.Second, Posters: 64, CatchUpEvents: 100_000}
+}
+
+// Latency is a distribution in milliseconds.
+type Latency struct {
+	N   int     `json:"n"`
+	P50 float64 `json:"p50_ms"`
+	P90 float64 `json:"p90_ms"`
+	P99 float64 `json:"p99_ms"`
+	Max float64 `json:"max_ms"`
+}
+
+// Result is what a run measured.
+type Result struct {
+	Realms        int     `json:"realms"`
+	OfferedRate   int     `json:"offered_posts_per_s"`
+	AchievedRate  float64 `json:"achieved_posts_per_s"`
+	Posts         int     `json:"posts"`
+	Failures      int     `json:"failures"`
+	Replication   Latency `json:"replication"` // origin commit → commit at each other realm
+	Missing       int     `json:"missing"`     // (post, realm) pairs not seen at the end
+	EventBytes    float64 `json:"event_bytes_avg"`
+	WireInPerRecv float64 `json:"wire_in_bytes_per_event_per_receiver"`
+	WireRatio     float64 `json:"wire_ratio" jsonschema:"wire bytes in per receiving realm per event, over the event's own size"`
+
+	CatchUpEvents   int     `json:"catchup_events,omitempty"`
+	FillRate        float64 `json:"fill_events_per_s,omitempty"`
+	CatchUpSeconds  float64 `json:"catchup_s,omitempty"`
+	CatchUpRate     float64 `json:"catchup_events_per_s,omitempty"`
+	CatchUpWireIn   int64   `json:"catchup_wire_in_bytes,omitempty"`
+	CatchUpLogBytes int64   `json:"catchup_log_bytes,omitempty"`
+}
+
+// Run measures replication, then catch-up.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	res := &Result{Realms: o.Realms, OfferedRate: o.Rate}
+	if err := replication(ctx, o, res); err != nil {
+		return nil, err
+	}
+	if o.CatchUpEvents > 0 {
+		if err := catchUp(ctx, o, res); err != nil {
+			return nil, err
+		}
+	}
+	return res, nil
+}
+
+// commits records when each realm committed each event of the origin.
+type commits struct {
+	mu sync.Mutex
+	at map[string]time.Time // CID → commit time
+}
+
+func watch(st *store.Store, origin protocol.Realm) *commits {
+	c := &commits{at: map[string]time.Time{}}
+	st.Watch(func(evs []*store.StoredEvent) {
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, se := range evs {
+			if se.Event.Realm == string(origin) {
+				c.at[se.CID.KeyString()] = now
+			}
+		}
+	})
+	return c
+}
+
+func replication(ctx context.Context, o Options, res *Result) error {
+	fmt.Fprintf(o.Progress, "replication: starting %d realms in a mesh\n", o.Realms)
+	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimitOff: true, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	defer net.Close()
+	if err := net.WaitConverged(30 * time.Second); err != nil {
+		return err
+	}
+	origin := net.Realms[0]
+	client := bench.NewClient(o.Posters)
+	agents, err := bench.SetupAgents(ctx, client, origin.URL, origin.OperatorToken, "fedbench", o.Posters)
+	if err != nil {
+		return err
+	}
+	if err := net.WaitConverged(30 * time.Second); err != nil {
+		return err
+	}
+	// Let the topic meshes settle before the clock starts.
+	time.Sleep(2 * time.Second)
+	oname := protocol.Realm(origin.Name)
+	recs := make([]*commits, len(net.Realms))
+	for i, r := range net.Realms {
+		recs[i] = watch(r.Node.Store(), oname)
+	}
+	wireBefore := make([]int64, len(net.Realms))
+	for i, r := range net.Realms {
+		wireBefore[i], _ = r.Node.Federation().Wire()
+	}
+
+	fmt.Fprintf(o.Progress, "replication: %d posts/s for %v at %s\n", o.Rate, o.Duration, origin.Name)
+	post := bench.HTTPPoster(client, origin.URL, agents)
+	total := int(float64(o.Rate) * o.Duration.Seconds())
+	tokens := make(chan int, total)
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	for a := range o.Posters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seq := range tokens {
+				if err := post(ctx, a, seq); err != nil {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	start := time.Now()
+	interval := time.Second / time.Duration(o.Rate)
+	for i := range total {
+		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		tokens <- i
+	}
+	close(tokens)
+	wg.Wait()
+	elapsed := time.Since(start)
+	res.Posts = total
+	res.Failures = int(failures.Load())
+	res.AchievedRate = float64(total-res.Failures) / elapsed.Seconds()
+
+	// Wait for every realm to hold the origin's head.
+	want, _ := origin.Node.Store().Heads()
+	deadline := time.Now().Add(60 * time.Second)
+	for _, r := range net.Realms[1:] {
+		for {
+			h, _ := r.Node.Store().Heads()
+			if h[oname].Seq >= want[oname].Seq || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+
+	var lat []time.Duration
+	var size, events int64
+	recs[0].mu.Lock()
+	sent := recs[0].at
+	recs[0].mu.Unlock()
+	for key := range sent {
+		c, err := castKey(key)
+		if err != nil {
+			continue
+		}
+		se, err := origin.Node.Store().EventByCID(c)
+		if err == nil {
+			size += int64(len(se.Raw))
+			events++
+		}
+	}
+	for _, rec := range recs[1:] {
+		rec.mu.Lock()
+		for key, t0 := range sent {
+			if t1, ok := rec.at[key]; ok {
+				lat = append(lat, t1.Sub(t0))
+			} else {
+				res.Missing++
+			}
+		}
+		rec.mu.Unlock()
+	}
+	res.Replication = summarize(lat)
+	if events > 0 {
+		res.EventBytes = float64(size) / float64(events)
+		var in int64
+		for i, r := range net.Realms[1:] {
+			after, _ := r.Node.Federation().Wire()
+			in += after - wireBefore[i+1]
+		}
+		res.WireInPerRecv = float64(in) / float64(events) / float64(len(net.Realms)-1)
+		res.WireRatio = res.WireInPerRecv / res.EventBytes
+	}
+	return nil
+}
+
+func catchUp(ctx context.Context, o Options, res *Result) error {
+	fmt.Fprintf(o.Progress, "catch-up: filling one realm with %d events\n", o.CatchUpEvents)
+	net, err := testnet.Start(testnet.Config{Realms: 1, Topology: testnet.Unpeered, RateLimitOff: true, Logger: o.Logger})
+	if err != nil {
+		return err
+	}
+	defer net.Close()
+	src := net.Realms[0]
+	client := bench.NewClient(o.Posters)
+	agents, err := bench.SetupAgents(ctx, client, src.URL, src.OperatorToken, "fill", o.Posters)
+	if err != nil {
+		return err
+	}
+	post := bench.HTTPPoster(client, src.URL, agents)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	heads, _ := src.Node.Store().Heads()
+	have := int(heads[protocol.Realm(src.Name)].Seq)
+	for a := range o.Posters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1))
+				if i > o.CatchUpEvents-have || ctx.Err() != nil {
+					return
+				}
+				post(ctx, a, i)
+			}
+		}()
+	}
+	wg.Wait()
+	res.FillRate = float64(o.CatchUpEvents-have) / time.Since(start).Seconds()
+	heads, _ = src.Node.Store().Heads()
+	target := heads[protocol.Realm(src.Name)]
+	res.CatchUpEvents = int(target.Seq)
+	for _, se := range mustRange(src, target.Seq) {
+		res.CatchUpLogBytes += int64(len(se.Raw))
+	}
+
+	fmt.Fprintf(o.Progress, "catch-up: a new realm joins and catches up %d events\n", target.Seq)
+	late, err := net.AddRealm()
+	if err != nil {
+		return err
+	}
+	start = time.Now()
+	if err := net.Link(0, 1); err != nil {
+		return err
+	}
+	for {
+		h, _ := late.Node.Store().Heads()
+		if h[protocol.Realm(src.Name)].Seq >= target.Seq {
+			break
+		}
+		if time.Since(start) > 10*time.Minute {
+			return fmt.Errorf("catch-up: not done after 10 minutes")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	d := time.Since(start)
+	res.CatchUpSeconds = d.Seconds()
+	res.CatchUpRate = float64(target.Seq) / d.Seconds()
+	res.CatchUpWireIn, _ = late.Node.Federation().Wire()
+	return nil
+}
+
+func mustRange(r *testnet.Realm, n uint64) []*store.StoredEvent {
+	evs, _ := r.Node.Store().Range(protocol.Realm(r.Name), 1, int(n))
+	return evs
+}
+
+func summarize(ds []time.Duration) Latency {
+	if len(ds) == 0 {
+		return Latency{}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(p float64) float64 {
+		i := int(p * float64(len(ds)-1))
+		return float64(ds[i]) / float64(time.Millisecond)
+	}
+	return Latency{N: len(ds), P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: at(1)}
+}
+
+func castKey(k string) (cid.Cid, error) { return cid.Cast([]byte(k)) }
