@@ -2,9 +2,11 @@ package realm
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"strings"
+	"time"
 
 	"relay/federation"
 	"relay/protocol"
@@ -17,6 +19,7 @@ import (
 func (n *Node) registerFederation() {
 	n.reg.Add(
 		api.Define("get_federation", http.MethodGet, "/api/v1/federation", "The federation at a glance: this realm's peer ID and addresses, counters, key conflicts and equivocations (the realm's human only).", api.HumanOnly, n.federationStatus),
+		api.Define("get_federation_descriptor", http.MethodGet, "/api/v1/federation/descriptor", "The realm's signed descriptor: its name, key and p2p addresses, signed by the realm key (what peers pin).", api.Public, n.descriptor),
 		api.Define("get_federation_peers", http.MethodGet, "/api/v1/federation/peers", "The peers with their connection state and what each has acknowledged (the realm's human only).", api.HumanOnly, n.listPeers),
 		api.Define("post_federation_peers", http.MethodPost, "/api/v1/federation/peers", "Add a peer by its multiaddr ending in /p2p/<peer id>; kept, admitted and dialled with backoff (the realm's human only).", api.HumanOnly, n.addPeer),
 		api.Define("delete_federation_peers_id", http.MethodDelete, "/api/v1/federation/peers/{id}", "Remove a peer and hang up on it (the realm's human only).", api.HumanOnly, n.removePeer),
@@ -72,6 +75,26 @@ func (n *Node) federationStatus(ctx context.Context, c *api.Call, _ api.NoInput)
 		}
 	}
 	return out, nil
+}
+
+// DescriptorOut is the realm's signed descriptor, decoded and as signed.
+type DescriptorOut struct {
+	Realm  string    `json:"realm"`
+	PeerID string    `json:"peer_id"`
+	Key    string    `json:"key" jsonschema:"the realm's ed25519 public key, base64"`
+	Addrs  []string  `json:"addrs"`
+	At     time.Time `json:"at"`
+	Signed string    `json:"signed" jsonschema:"the descriptor as signed: canonical DAG-CBOR, base64"`
+}
+
+func (n *Node) descriptor(ctx context.Context, c *api.Call, _ api.NoInput) (DescriptorOut, error) {
+	f, err := n.needFederation()
+	if err != nil {
+		return DescriptorOut{}, err
+	}
+	d, raw := f.Descriptor()
+	return DescriptorOut{Realm: d.Realm, PeerID: n.PeerID(), Key: base64.StdEncoding.EncodeToString(d.Key), Addrs: d.Addrs,
+		At: time.UnixMilli(d.At).UTC(), Signed: base64.StdEncoding.EncodeToString(raw)}, nil
 }
 
 // PeersOut lists peers.

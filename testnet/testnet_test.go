@@ -1,9 +1,15 @@
 package testnet
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
+
+	"relay/protocol"
 )
 
 // TestRealmsServe starts three realms and finds each answering as itself,
@@ -33,5 +39,62 @@ func TestRealmsServe(t *testing.T) {
 	}
 	if len(peers) != 3 {
 		t.Fatalf("peer ids not distinct: %v", peers)
+	}
+}
+
+// TestFederationSurfaces: health and the manifest name the p2p addresses,
+// the descriptor verifies under its own key, and the operator API and
+// /metrics show peers and realms.
+func TestFederationSurfaces(t *testing.T) {
+	net, err := Start(Config{Realms: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r := net.Realms[0]
+	var h struct {
+		PeerID string   `json:"peer_id"`
+		P2P    []string `json:"p2p"`
+	}
+	call(t, r, "GET", "/api/v1/health", nil, &h)
+	if len(h.P2P) == 0 || !strings.HasSuffix(h.P2P[0], "/p2p/"+h.PeerID) {
+		t.Fatalf("health p2p: %+v", h)
+	}
+	var d struct {
+		Realm, Signed string
+	}
+	call(t, r, "GET", "/api/v1/federation/descriptor", nil, &d)
+	raw, _ := base64.StdEncoding.DecodeString(d.Signed)
+	if desc, err := protocol.DecodeDescriptor(raw); err != nil || desc.Realm != "r1" {
+		t.Fatalf("descriptor: %v %+v", err, desc)
+	}
+	var peers struct {
+		Peers []struct {
+			Realm string `json:"realm"`
+			State string `json:"state"`
+		} `json:"peers"`
+	}
+	call(t, r, "GET", "/api/v1/federation/peers", nil, &peers)
+	if len(peers.Peers) != 1 || peers.Peers[0].Realm != "r2" || peers.Peers[0].State != "connected" {
+		t.Fatalf("peers: %+v", peers)
+	}
+	// An agent token is not the operator.
+	agent := as(r, agentToken(t, r, "reader"))
+	if st := call(t, agent, "GET", "/api/v1/federation/peers", nil, nil); st != 403 {
+		t.Fatalf("agent reads peers: %d", st)
+	}
+	resp, err := http.Get(r.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, series := range []string{`relay_federation_peers{state="connected"} 1`, `relay_federation_realm_head{realm="r2"}`, "relay_federation_realm_lag"} {
+		if !strings.Contains(string(b), series) {
+			t.Errorf("/metrics lacks %s", series)
+		}
 	}
 }
