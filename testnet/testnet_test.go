@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 )
 
 // TestRealmsServe starts three realms and finds each answering as itself,
@@ -33,5 +34,46 @@ func TestRealmsServe(t *testing.T) {
 	}
 	if len(peers) != 3 {
 		t.Fatalf("peer ids not distinct: %v", peers)
+	}
+}
+
+// TestRestartSameDir runs a net twice on one directory. The second run finds
+// its realms with their keys and data, on new ports; the peers they kept
+// are pointed at those ports, so they replicate again without being linked
+// anew (Unpeered).
+func TestRestartSameDir(t *testing.T) {
+	dir := t.TempDir()
+	net, err := Start(Config{Realms: 2, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openThreads(t, net.Realms[0], 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		net.Close()
+		t.Fatal(err)
+	}
+	ids := []string{net.Realms[0].Node.PeerID(), net.Realms[1].Node.PeerID()}
+	if err := net.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	net, err = Start(Config{Realms: 2, Dir: dir, Topology: Unpeered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	for i, r := range net.Realms {
+		if r.Node.PeerID() != ids[i] {
+			t.Fatalf("%s came back with another key", r.Name)
+		}
+	}
+	openThreads(t, net.Realms[1], 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range net.Realms {
+		if n := threadCount(t, r); n != 2 {
+			t.Fatalf("%s lists %d threads, want 2", r.Name, n)
+		}
 	}
 }
