@@ -41,6 +41,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands: []*cli.Command{
 			serveCommand(),
 			tokenCommand(),
+			peerCommand(),
+			testnetCommand(),
 			benchCommand(),
 			{
 				Name:  "version",
