@@ -31,7 +31,7 @@ func (n *Node) registerFederation() {
 
 func (n *Node) needFederation() (*federation.Service, error) {
 	if n.fed == nil {
-		return nil, protocol.Refusef(protocol.ReasonNotFound, "This node does not federate: start it with --p2p.")
+		return nil, protocol.Refusef(protocol.ReasonNotFound, "This node does not federate: it runs without p2p listen addresses (relay serve --no-p2p).")
 	}
 	return n.fed, nil
 }

@@ -34,19 +34,21 @@ const (
 // Config says how many realms to run and where.
 type Config struct {
 	Realms int
-	// Dir holds one data directory per realm; empty: a temporary directory
-	// removed on Close.
+	// Dir holds one data directory per realm, r1, r2, …; empty: a temporary
+	// directory removed on Close. A Dir from an earlier run is used again:
+	// each realm keeps its key, secret, store and peers, and the peers it
+	// kept are pointed at the realms' new ports.
 	Dir      string
 	Topology Topology
 	// NoP2P runs the realms without federation.
 	NoP2P bool
-	// RateLimitOff runs the realms without their per-credential rate limit
-	// (for load generators).
-	RateLimitOff bool
 	// SyncInterval is the anti-entropy period; 0: one second, so tests
 	// converge fast.
 	SyncInterval time.Duration
-	Logger       *slog.Logger
+	// RateLimit is requests per minute per credential at each realm; 0: the
+	// realm default; negative: off.
+	RateLimit int
+	Logger    *slog.Logger
 }
 
 // Realm is one node of the net.
@@ -99,7 +101,7 @@ func Start(cfg Config) (*Net, error) {
 	if cfg.NoP2P {
 		return net, nil
 	}
-	var err error
+	err := net.relink()
 	switch cfg.Topology {
 	case Mesh:
 		for i := range net.Realms {
@@ -140,7 +142,10 @@ func (n *Net) start(r *Realm) error {
 		cfg.P2PAddrs = nil
 	}
 	cfg.SyncInterval = n.cfg.SyncInterval
-	if n.cfg.RateLimitOff {
+	switch {
+	case n.cfg.RateLimit > 0:
+		cfg.RateLimit = n.cfg.RateLimit
+	case n.cfg.RateLimit < 0:
 		cfg.RateLimit = 0
 	}
 	cfg.Logger = n.cfg.Logger.With("realm", r.Name)
@@ -177,6 +182,29 @@ func (n *Net) start(r *Realm) error {
 // P2P is the realm's full TCP multiaddr, ending in /p2p/<peer id>.
 func (r *Realm) P2P() string {
 	return r.p2pAddr + "/p2p/" + r.Node.PeerID()
+}
+
+// relink points the peers each realm kept from an earlier run on the same
+// Dir at the other realms' current addresses: the realms started on new
+// ports, and a kept peer would otherwise be dialled where it no longer is.
+func (n *Net) relink() error {
+	byID := make(map[string]*Realm, len(n.Realms))
+	for _, r := range n.Realms {
+		byID[r.Node.PeerID()] = r
+	}
+	var err error
+	for _, r := range n.Realms {
+		f := r.Node.Federation()
+		for _, p := range f.Peers() {
+			// Only the peers the operator added are kept; inbound ones are
+			// not, and must not become kept by being re-added.
+			if o, ok := byID[p.PeerID]; ok && p.Source == "operator" && o != r {
+				_, e := f.AddPeer(context.Background(), o.P2P())
+				err = errors.Join(err, e)
+			}
+		}
+	}
+	return err
 }
 
 // Link peers realms i and j both ways (each admits and dials the other).

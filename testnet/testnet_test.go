@@ -42,6 +42,47 @@ func TestRealmsServe(t *testing.T) {
 	}
 }
 
+// TestRestartSameDir runs a net twice on one directory. The second run finds
+// its realms with their keys and data, on new ports; the peers they kept
+// are pointed at those ports, so they replicate again without being linked
+// anew (Unpeered).
+func TestRestartSameDir(t *testing.T) {
+	dir := t.TempDir()
+	net, err := Start(Config{Realms: 2, Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	openThreads(t, net.Realms[0], 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		net.Close()
+		t.Fatal(err)
+	}
+	ids := []string{net.Realms[0].Node.PeerID(), net.Realms[1].Node.PeerID()}
+	if err := net.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	net, err = Start(Config{Realms: 2, Dir: dir, Topology: Unpeered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	for i, r := range net.Realms {
+		if r.Node.PeerID() != ids[i] {
+			t.Fatalf("%s came back with another key", r.Name)
+		}
+	}
+	openThreads(t, net.Realms[1], 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range net.Realms {
+		if n := threadCount(t, r); n != 2 {
+			t.Fatalf("%s lists %d threads, want 2", r.Name, n)
+		}
+	}
+}
+
 // TestFederationSurfaces: health and the manifest name the p2p addresses,
 // the descriptor verifies under its own key, and the operator API and
 // /metrics show peers and realms.

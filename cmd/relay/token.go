@@ -89,14 +89,14 @@ func callNode(c *cli.Context, method, path string, in, out any) ([]byte, error) 
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (is the node running? see --node)", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var ref struct {
 			Reason string `json:"reason"`
 			Error  string `json:"error"`

@@ -116,7 +116,7 @@ func watch(st *store.Store, origin protocol.Realm) *commits {
 
 func replication(ctx context.Context, o Options, res *Result) error {
 	fmt.Fprintf(o.Progress, "replication: starting %d realms in a mesh\n", o.Realms)
-	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimitOff: true, Logger: o.Logger})
+	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimit: -1, Logger: o.Logger})
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func replication(ctx context.Context, o Options, res *Result) error {
 
 func catchUp(ctx context.Context, o Options, res *Result) error {
 	fmt.Fprintf(o.Progress, "catch-up: filling one realm with %d events\n", o.CatchUpEvents)
-	net, err := testnet.Start(testnet.Config{Realms: 1, Topology: testnet.Unpeered, RateLimitOff: true, Logger: o.Logger})
+	net, err := testnet.Start(testnet.Config{Realms: 1, Topology: testnet.Unpeered, RateLimit: -1, Logger: o.Logger})
 	if err != nil {
 		return err
 	}

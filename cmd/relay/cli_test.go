@@ -1,0 +1,267 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is an output stream the command writes while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// running is a long-lived command (serve, testnet) run in-process.
+type running struct {
+	out, errOut *syncBuffer
+	cancel      context.CancelFunc
+	done        chan error
+}
+
+func start(t *testing.T, args ...string) *running {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{out: &syncBuffer{}, errOut: &syncBuffer{}, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- runContext(ctx, append([]string{"relay"}, args...), r.out, r.errOut) }()
+	t.Cleanup(func() { r.stop(t) })
+	return r
+}
+
+// stop cancels the command as SIGINT would and waits for its graceful end.
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	r.cancel = nil
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Errorf("command ended with %v; stderr:\n%s", err, r.errOut)
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("command did not stop; stderr:\n%s", r.errOut)
+	}
+}
+
+// waitOutput polls until the command's stdout satisfies ok.
+func (r *running) waitOutput(t *testing.T, ok func(string) bool) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := r.out.String()
+		if ok(out) {
+			return out
+		}
+		select {
+		case err := <-r.done:
+			t.Fatalf("command ended early (%v); stdout:\n%s\nstderr:\n%s", err, out, r.errOut)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out; stdout:\n%s\nstderr:\n%s", out, r.errOut)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// runCLI runs a short command and returns its stdout.
+func runCLI(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut syncBuffer
+	err := runContext(context.Background(), append([]string{"relay"}, args...), &out, &errOut)
+	return out.String(), err
+}
+
+func mustCLI(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := runCLI(t, args...)
+	if err != nil {
+		t.Fatalf("relay %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// checkFor polls f until it holds or wait passes.
+func checkFor(t *testing.T, wait time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+type testnetLine struct {
+	Realm, HTTP, P2P, PeerID, OperatorToken string
+}
+
+// TestTestnetAndPeerCommands runs `relay testnet --realms 2 --json`, checks
+// its lines, and drives every `relay peer` subcommand against realm r1.
+func TestTestnetAndPeerCommands(t *testing.T) {
+	tn := start(t, "testnet", "--realms", "2", "--json")
+	out := tn.waitOutput(t, func(s string) bool { return strings.Count(s, "\n") >= 2 })
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines, have %d:\n%s", len(lines), out)
+	}
+	var realms []testnetLine
+	for i, line := range lines {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("line %d is not JSON: %v\n%s", i+1, err, line)
+		}
+		want := []string{"realm", "http", "p2p", "peer_id", "operator_token"}
+		if len(m) != len(want) {
+			t.Fatalf("line %d: want exactly the fields %v, have %v", i+1, want, m)
+		}
+		get := func(k string) string {
+			s, ok := m[k].(string)
+			if !ok || s == "" {
+				t.Fatalf("line %d: %s is %v, want a non-empty string", i+1, k, m[k])
+			}
+			return s
+		}
+		r := testnetLine{get("realm"), get("http"), get("p2p"), get("peer_id"), get("operator_token")}
+		if want := []string{"r1", "r2"}[i]; r.Realm != want {
+			t.Fatalf("line %d: realm %q, want %q", i+1, r.Realm, want)
+		}
+		if !strings.HasPrefix(r.HTTP, "http://127.0.0.1:") || !strings.HasPrefix(r.P2P, "/ip4/127.0.0.1/tcp/") || !strings.HasSuffix(r.P2P, "/p2p/"+r.PeerID) {
+			t.Fatalf("line %d: %+v", i+1, r)
+		}
+		realms = append(realms, r)
+	}
+	r1, r2 := realms[0], realms[1]
+	node := []string{"--node", r1.HTTP, "--operator-token", r1.OperatorToken}
+	peer := func(args ...string) string { return mustCLI(t, append(append([]string{"peer"}, args...), node...)...) }
+	type peersOut struct {
+		Peers []struct {
+			PeerID string `json:"peer_id"`
+			Realm  string `json:"realm"`
+			State  string `json:"state"`
+		} `json:"peers"`
+	}
+	r2State := func() (realm, state string, found bool) {
+		var out peersOut
+		if err := json.Unmarshal([]byte(peer("list", "--json")), &out); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range out.Peers {
+			if p.PeerID == r2.PeerID {
+				return p.Realm, p.State, true
+			}
+		}
+		return "", "", false
+	}
+	checkFor(t, 20*time.Second, func() error {
+		if realm, state, _ := r2State(); realm != "r2" || state != "connected" {
+			return errors.New("peer list --json: r2 not connected: " + realm + " " + state)
+		}
+		return nil
+	})
+
+	if out := peer("list"); !strings.Contains(out, "PEER ID") || !strings.Contains(out, r2.PeerID) || !strings.Contains(out, "connected") {
+		t.Fatalf("peer list:\n%s", out)
+	}
+	if out := peer("status"); !strings.Contains(out, r1.PeerID) || !strings.Contains(out, r1.P2P) {
+		t.Fatalf("peer status:\n%s", out)
+	}
+	if out := peer("realms"); !strings.Contains(out, "r2") {
+		t.Fatalf("peer realms:\n%s", out)
+	}
+
+	// A flag after the argument is taken too.
+	if out := peer("block", "r2", "--reason", "testing"); !strings.Contains(out, "blocked realm r2") {
+		t.Fatalf("peer block:\n%s", out)
+	}
+	var realmsOut struct {
+		Realms []struct {
+			Realm   string `json:"realm"`
+			Blocked bool   `json:"blocked"`
+		} `json:"realms"`
+	}
+	if err := json.Unmarshal([]byte(peer("realms", "--json")), &realmsOut); err != nil {
+		t.Fatal(err)
+	}
+	blocked := false
+	for _, r := range realmsOut.Realms {
+		blocked = blocked || (r.Realm == "r2" && r.Blocked)
+	}
+	if !blocked {
+		t.Fatalf("r2 not blocked: %+v", realmsOut)
+	}
+	if out := peer("status"); !strings.Contains(out, "r2 (testing)") {
+		t.Fatalf("peer status after block:\n%s", out)
+	}
+	peer("unblock", "r2")
+
+	peer("remove", r2.PeerID)
+	if _, _, found := r2State(); found {
+		t.Fatal("r2 still listed after peer remove")
+	}
+	peer("add", r2.P2P)
+	if _, _, found := r2State(); !found {
+		t.Fatal("r2 not listed after peer add")
+	}
+
+	if _, err := runCLI(t, append([]string{"peer", "add"}, node...)...); err == nil || !strings.Contains(err.Error(), "usage: relay peer add ADDR") {
+		t.Fatalf("peer add without ADDR: %v", err)
+	}
+	tn.stop(t)
+}
+
+// TestServeNoP2P runs a node without federation: it says so on start, and
+// `relay peer` answers with the node's reason.
+func TestServeNoP2P(t *testing.T) {
+	dir := t.TempDir()
+	srv := start(t, "serve", "--no-p2p", "--in-memory", "--data", dir, "--http", "127.0.0.1:0")
+	out := srv.waitOutput(t, func(s string) bool { return strings.Contains(s, "operator secret") })
+	if !strings.Contains(out, "federation off") {
+		t.Fatalf("start output does not say federation is off:\n%s", out)
+	}
+	_, rest, _ := strings.Cut(out, " serving at ")
+	url, _, _ := strings.Cut(rest, " ")
+	_, err := runCLI(t, "peer", "status", "--node", url, "--operator-token-file", dir+"/operator.token")
+	if err == nil || !strings.Contains(err.Error(), "does not federate") {
+		t.Fatalf("peer status on a node without p2p: %v", err)
+	}
+	srv.stop(t)
+}
+
+// TestServePrintsP2PAddrs: a federating node prints its full p2p addresses,
+// ready for another operator's `relay peer add`.
+func TestServePrintsP2PAddrs(t *testing.T) {
+	srv := start(t, "serve", "--in-memory", "--data", t.TempDir(), "--http", "127.0.0.1:0", "--p2p", "/ip4/127.0.0.1/tcp/0")
+	out := srv.waitOutput(t, func(s string) bool { return strings.Contains(s, "operator secret") })
+	_, rest, _ := strings.Cut(out, "(peer id ")
+	id, _, _ := strings.Cut(rest, ")")
+	if id == "" || !strings.Contains(out, "\n  /ip4/127.0.0.1/tcp/") || !strings.Contains(out, "/p2p/"+id+"\n") {
+		t.Fatalf("start output lacks the full p2p address:\n%s", out)
+	}
+	srv.stop(t)
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+
+	"relay/federation"
+	"relay/realm"
+)
+
+// serveFlags are the flags of `relay serve` that a config file may set too,
+// each under its own name.
+func serveFlags() []cli.Flag {
+	def := realm.DefaultConfig()
+	return []cli.Flag{
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "realm", Usage: "realm name, [a-z0-9-]{1,32} (default: the data directory's, else \"local\")", EnvVars: []string{"RELAY_REALM"}}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "data", Value: def.DataDir, Usage: "data directory: realm key, operator secret, store", EnvVars: []string{"RELAY_DATA"}}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "http", Value: def.HTTPAddr, Usage: "HTTP listen address", EnvVars: []string{"RELAY_HTTP"}}),
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "p2p", Value: cli.NewStringSlice(def.P2PAddrs...), Usage: "libp2p listen multiaddr (repeatable)", EnvVars: []string{"RELAY_P2P"}}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "no-p2p", Usage: "do not federate: no libp2p host, no peers (the federation API answers not_found)", EnvVars: []string{"RELAY_NO_P2P"}}),
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "peer", Usage: "peer multiaddr with /p2p/<peer id>, dialled and admitted (repeatable)", EnvVars: []string{"RELAY_PEER"}}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "open-federation", Usage: "admit realms that dial in without being named as peers", EnvVars: []string{"RELAY_OPEN_FEDERATION"}}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "sync-interval", Value: federation.DefaultConfig().SyncInterval, Usage: "how often connected peers compare heads (anti-entropy)", EnvVars: []string{"RELAY_SYNC_INTERVAL"}}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name: the human is human:<name>", EnvVars: []string{"RELAY_HUMAN"}}),
+		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos)", EnvVars: []string{"RELAY_IN_MEMORY"}}),
+	}
+}
+
+func serveCommand() *cli.Command { return serveCommandWith(serve) }
+
+// serveCommandWith is `relay serve` handing its config to start; tests pass
+// a start that only records it.
+func serveCommandWith(start func(context.Context, realm.Config, io.Writer) error) *cli.Command {
+	flags := serveFlags()
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run a realm node",
+		Description: "Each setting comes from the first of: the command line, the RELAY_* environment variables, " +
+			"the --config file, the default. The config file is TOML (key = value lines) or, when its name ends in .json, a JSON object; " +
+			"its keys are the flag names, and p2p, peer and allowed-host take a list.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "read flags not given otherwise from `FILE` (TOML, or JSON when it ends in .json)", EnvVars: []string{"RELAY_CONFIG"}, TakesFile: true},
+		}, flags...),
+		Before: func(c *cli.Context) error { return applyConfigFile(c, c.String("config"), flags) },
+		Action: func(c *cli.Context) error {
+			cfg, err := serveConfig(c)
+			if err != nil {
+				return err
+			}
+			return start(c.Context, cfg, c.App.Writer)
+		},
+	}
+}
+
+// serveConfig turns the flags into the node's config.
+func serveConfig(c *cli.Context) (realm.Config, error) {
+	cfg := realm.DefaultConfig()
+	cfg.Realm = c.String("realm")
+	cfg.DataDir = c.String("data")
+	cfg.HTTPAddr = c.String("http")
+	cfg.P2PAddrs = nonEmpty(c.StringSlice("p2p"))
+	cfg.Peers = nonEmpty(c.StringSlice("peer"))
+	cfg.OpenFederation = c.Bool("open-federation")
+	cfg.SyncInterval = c.Duration("sync-interval")
+	cfg.HumanName = c.String("human")
+	cfg.AllowedHosts = c.StringSlice("allowed-host")
+	cfg.InMemory = c.Bool("in-memory")
+	cfg.RateLimit = c.Int("rate-limit")
+	if cfg.RateLimit < 0 {
+		return cfg, fmt.Errorf("--rate-limit: want 0 (off) or more, have %d", cfg.RateLimit)
+	}
+	if cfg.SyncInterval <= 0 {
+		return cfg, fmt.Errorf("--sync-interval: want more than 0, have %v", cfg.SyncInterval)
+	}
+	if c.Bool("no-p2p") {
+		cfg.P2PAddrs = nil
+	}
+	if len(cfg.P2PAddrs) == 0 {
+		// Peers would be dropped without a word: say so instead.
+		if len(cfg.Peers) > 0 {
+			return cfg, fmt.Errorf("--peer needs federation, which --no-p2p (or an empty --p2p) turns off")
+		}
+		if cfg.OpenFederation {
+			return cfg, fmt.Errorf("--open-federation needs federation, which --no-p2p (or an empty --p2p) turns off")
+		}
+	}
+	cfg.Logger = slog.Default()
+	return cfg, nil
+}
+
+// nonEmpty drops blank entries, so that `--p2p ""` means no addresses.
+func nonEmpty(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	n, err := realm.Open(cfg)
+	if err != nil {
+		return err
+	}
+	if err := n.Listen(); err != nil {
+		n.Close()
+		return err
+	}
+	fmt.Fprintf(out, "realm %s serving at %s (peer id %s)\n", n.Realm(), n.URL(), n.PeerID())
+	if f := n.Federation(); f != nil {
+		fmt.Fprintln(out, "p2p addresses (give one to another operator for `relay peer add` or --peer):")
+		for _, a := range f.Addrs() {
+			fmt.Fprintf(out, "  %s\n", a)
+		}
+	} else {
+		fmt.Fprintln(out, "federation off: no p2p listen address")
+	}
+	if n.OperatorTokenFile != "" {
+		fmt.Fprintf(out, "operator secret written to %s (keep it; it acts as the realm's human)\n", n.OperatorTokenFile)
+	} else {
+		fmt.Fprintf(out, "operator secret: %s/operator.token\n", strings.TrimRight(cfg.DataDir, "/"))
+	}
+	return n.Serve(ctx)
+}
