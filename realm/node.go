@@ -18,6 +18,8 @@ import (
 	"relay/realm/api"
 	"relay/realm/corpus"
 	"relay/realm/parley"
+	"relay/realm/session"
+	"relay/realm/web"
 	"relay/store"
 )
 
@@ -44,7 +46,13 @@ type Config struct {
 	// RateLimit is requests per minute per credential (and per address
 	// without one), over every API and both MCP endpoints; 0 turns it off.
 	RateLimit int
-	Logger    *slog.Logger
+	// Sessions is how long the human's browser sessions live.
+	Sessions session.Config
+	// TrustForwardedProto takes X-Forwarded-Proto: https from a reverse
+	// proxy as the request having come over TLS, so session cookies are
+	// Secure. Set it only behind a proxy that sets the header itself.
+	TrustForwardedProto bool
+	Logger              *slog.Logger
 }
 
 // DefaultConfig returns the defaults of `relay serve`.
@@ -56,6 +64,7 @@ func DefaultConfig() Config {
 		HumanName:    "operator",
 		MaxBodyBytes: 8 << 20, // an envelope with a 5 MB image, base64, and room
 		RateLimit:    protocol.DefaultParleyLimits.RequestsPerMinute,
+		Sessions:     session.DefaultConfig(),
 	}
 }
 
@@ -67,6 +76,8 @@ type Node struct {
 	id       *federation.Identity
 	store    *store.Store
 	auth     *Auth
+	sessions *session.Manager
+	console  *web.Console
 	reg      *api.Registry
 	metrics  *metrics
 	parley   *parley.Service
@@ -158,11 +169,18 @@ func Open(cfg Config) (*Node, error) {
 		st.Close()
 		return nil, fmt.Errorf("default board: %w", err)
 	}
+	n.sessions = session.New(st, cfg.Sessions)
 	n.reg = api.NewRegistry()
 	n.registerCore()
 	n.parley.Register(n.reg)
 	n.corpus.Register(n.reg)
 	n.registerFeeds()
+	n.console = web.New(web.Config{
+		Realm: string(name), HumanID: human, Version: Version,
+		Registry: n.reg, Sessions: n.sessions, Store: st,
+		Human: n.auth.human, CheckSecret: n.auth.isHumanSecret,
+		TrustForwardedProto: cfg.TrustForwardedProto, Logger: cfg.Logger,
+	})
 	n.handler = n.routes()
 	return n, nil
 }
@@ -271,6 +289,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
 	n.server.RegisterOnShutdown(n.corpus.CloseStreams) // streams never go idle by themselves
+	n.server.RegisterOnShutdown(n.console.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- n.server.Serve(n.listener) }()
 	select {

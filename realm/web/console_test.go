@@ -1,0 +1,383 @@
+package web_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"relay/realm"
+	"relay/realm/web"
+)
+
+// node is a realm on a loopback test server, with the console's client.
+type node struct {
+	*realm.Node
+	srv      *httptest.Server
+	operator string
+}
+
+func startNode(t *testing.T, mod func(*realm.Config)) *node {
+	t.Helper()
+	cfg := realm.DefaultConfig()
+	cfg.Realm = "ainotes"
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	if mod != nil {
+		mod(&cfg)
+	}
+	n, err := realm.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		n.Close()
+	})
+	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &node{Node: n, srv: srv, operator: strings.TrimSpace(string(secret))}
+}
+
+// api calls the JSON API with a bearer token.
+func (n *node) api(t *testing.T, method, path, token string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, n.srv.URL+path, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+func (n *node) mustAPI(t *testing.T, method, path, token string, body any) map[string]any {
+	t.Helper()
+	status, out := n.api(t, method, path, token, body)
+	if status != 200 && status != 201 {
+		t.Fatalf("%s %s: %d %v", method, path, status, out)
+	}
+	return out
+}
+
+// browser is a cookie-keeping client that does not follow redirects.
+type browser struct {
+	t   *testing.T
+	n   *node
+	c   *http.Client
+	jar *cookiejar.Jar
+}
+
+func (n *node) browser(t *testing.T) *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: t, n: n, jar: jar, c: &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+func (b *browser) do(req *http.Request) page {
+	b.t.Helper()
+	resp, err := b.c.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return page{resp.StatusCode, resp.Header, string(body)}
+}
+
+func (b *browser) get(path string) page {
+	b.t.Helper()
+	req, _ := http.NewRequest("GET", b.n.srv.URL+path, nil)
+	return b.do(req)
+}
+
+func (b *browser) post(path string, form url.Values) page {
+	b.t.Helper()
+	req, _ := http.NewRequest("POST", b.n.srv.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return b.do(req)
+}
+
+var hiddenField = func(name string) *regexp.Regexp {
+	return regexp.MustCompile(`name="` + name + `" value="([^"]*)"`)
+}
+
+// field is the value of the first hidden field of that name on a page.
+func (p page) field(t *testing.T, name string) string {
+	t.Helper()
+	m := hiddenField(name).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatalf("no field %q on the page:\n%.2000s", name, p.body)
+	}
+	return m[1]
+}
+
+// login logs in with cred and returns the CSRF token of the session.
+func (b *browser) login(cred string) string {
+	b.t.Helper()
+	lp := b.get("/console/login")
+	resp := b.post("/console/login", url.Values{"secret": {cred}, "login_csrf": {lp.field(b.t, "login_csrf")}, "next": {"/console/"}})
+	if resp.status != http.StatusSeeOther || resp.header.Get("Location") != "/console/" {
+		b.t.Fatalf("login: %d %v\n%.1500s", resp.status, resp.header, resp.body)
+	}
+	q := b.get("/console/")
+	if q.status != 200 {
+		b.t.Fatalf("queue after login: %d", q.status)
+	}
+	return q.field(b.t, "csrf")
+}
+
+func sessionCookie(h http.Header) *http.Cookie {
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == "relay_session" {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	for _, path := range []string{"/console/login", "/console/", "/console/assets/console.css", "/console/nowhere"} {
+		p := b.get(path)
+		h := p.header
+		if h.Get("Content-Security-Policy") != web.CSP || h.Get("X-Frame-Options") != "DENY" ||
+			h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") == "" {
+			t.Errorf("%s: headers %v", path, h)
+		}
+	}
+	if !strings.Contains(web.CSP, "frame-ancestors 'none'") || strings.Contains(web.CSP, "unsafe-inline") {
+		t.Fatalf("CSP %q", web.CSP)
+	}
+	// No inline script or style anywhere a page could carry it.
+	p := b.get("/console/login")
+	if regexp.MustCompile(`<script>|<script [^>]*>[^<]|<style|style="| on[a-z]+="`).MatchString(p.body) {
+		t.Fatalf("inline script or style on the login page:\n%s", p.body)
+	}
+	// The homepage links to the console.
+	home := b.get("/")
+	if !strings.Contains(home.body, `href="/console/login"`) {
+		t.Fatal("the homepage does not link to the console")
+	}
+}
+
+func TestLoginSessionLogout(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+
+	// Without a session every page goes to the login.
+	if p := b.get("/console/tokens"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/login?next=") {
+		t.Fatalf("anonymous: %d %v", p.status, p.header)
+	}
+
+	lp := b.get("/console/login")
+	tok := lp.field(t, "login_csrf")
+	// A wrong secret, and a login without the login form's token, are refused.
+	if p := b.post("/console/login", url.Values{"secret": {"rlt_1_" + strings.Repeat("x", 43)}, "login_csrf": {tok}}); p.status != http.StatusUnauthorized {
+		t.Fatalf("wrong secret: %d", p.status)
+	}
+	lp = b.get("/console/login")
+	other := n.browser(t)
+	if p := other.post("/console/login", url.Values{"secret": {n.operator}, "login_csrf": {lp.field(t, "login_csrf")}}); p.status != http.StatusForbidden || sessionCookie(p.header) != nil {
+		t.Fatalf("login without the form's cookie: %d", p.status)
+	}
+
+	lp = b.get("/console/login")
+	p := b.post("/console/login", url.Values{"secret": {n.operator}, "login_csrf": {lp.field(t, "login_csrf")}, "next": {"/console/tokens"}})
+	ck := sessionCookie(p.header)
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/tokens" || ck == nil {
+		t.Fatalf("login: %d %v", p.status, p.header)
+	}
+	if !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode || ck.Secure || ck.Path != "/" {
+		t.Fatalf("cookie %+v", ck)
+	}
+	// A next outside the console is not followed.
+	lp = n.browser(t).get("/console/login?next=//evil.example/")
+	if lp.field(t, "next") != "/console/" {
+		t.Fatalf("next kept: %q", lp.field(t, "next"))
+	}
+
+	if p := b.get("/console/tokens"); p.status != 200 || !strings.Contains(p.body, "human:operator") {
+		t.Fatalf("tokens page: %d", p.status)
+	}
+	csrf := b.get("/console/").field(t, "csrf")
+	// Logout needs the CSRF token too.
+	if p := b.post("/console/logout", url.Values{}); p.status != http.StatusForbidden || !strings.Contains(p.body, "csrf") {
+		t.Fatalf("logout without csrf: %d", p.status)
+	}
+	if p := b.post("/console/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Fatalf("logout: %d", p.status)
+	}
+	// The old cookie names no session any more, even sent by hand.
+	again := n.browser(t)
+	again.jar.SetCookies(mustURL(n.srv.URL), []*http.Cookie{ck})
+	if p := again.get("/console/"); p.status != http.StatusSeeOther {
+		t.Fatalf("after logout: %d", p.status)
+	}
+}
+
+func mustURL(s string) *url.URL {
+	u, _ := url.Parse(s)
+	return u
+}
+
+func TestSecureCookie(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		trust  bool
+		secure bool
+	}{{"forwarded proto untrusted", false, false}, {"forwarded proto trusted", true, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := startNode(t, func(c *realm.Config) { c.TrustForwardedProto = tc.trust })
+			b := n.browser(t)
+			lp := b.get("/console/login")
+			req, _ := http.NewRequest("POST", n.srv.URL+"/console/login", strings.NewReader(url.Values{"secret": {n.operator}, "login_csrf": {lp.field(t, "login_csrf")}}.Encode()))
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			req.Header.Set("X-Forwarded-Proto", "https")
+			ck := sessionCookie(b.do(req).header)
+			if ck == nil || ck.Secure != tc.secure {
+				t.Fatalf("cookie %+v, want Secure=%v", ck, tc.secure)
+			}
+		})
+	}
+	// Over TLS itself the cookie is Secure.
+	cfg := realm.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	rn, err := realm.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rn.Close()
+	srv := httptest.NewTLSServer(rn.Handler())
+	defer srv.Close()
+	secret, _ := os.ReadFile(filepath.Join(cfg.DataDir, "operator.token"))
+	jar, _ := cookiejar.New(nil)
+	c := srv.Client()
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	b := &browser{t: t, n: &node{srv: srv}, c: c, jar: jar}
+	lp := b.get("/console/login")
+	p := b.post("/console/login", url.Values{"secret": {strings.TrimSpace(string(secret))}, "login_csrf": {lp.field(t, "login_csrf")}})
+	if ck := sessionCookie(p.header); ck == nil || !ck.Secure {
+		t.Fatalf("over TLS: %+v", ck)
+	}
+}
+
+func TestPasswordLogin(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	csrf := b.login(n.operator)
+	pw := "a long enough passphrase"
+	// The current credential is asked again.
+	b.post("/console/settings/password", url.Values{"csrf": {csrf}, "current": {"wrong"}, "password": {pw}, "again": {pw}})
+	if s := b.get("/console/settings"); !strings.Contains(s.body, "neither the operator secret nor the password") {
+		t.Fatalf("a wrong current credential was not refused:\n%.3000s", s.body)
+	}
+	if p := b.post("/console/settings/password", url.Values{"csrf": {csrf}, "current": {n.operator}, "password": {pw}, "again": {pw}}); p.status != http.StatusSeeOther {
+		t.Fatalf("set password: %d", p.status)
+	}
+	if s := b.get("/console/settings"); !strings.Contains(s.body, "The password is set") {
+		t.Fatal("no confirmation of the password")
+	}
+	fresh := n.browser(t)
+	fresh.login(pw)
+	lp := n.browser(t)
+	l := lp.get("/console/login")
+	if p := lp.post("/console/login", url.Values{"secret": {pw + "x"}, "login_csrf": {l.field(t, "login_csrf")}}); p.status != http.StatusUnauthorized {
+		t.Fatalf("wrong password: %d", p.status)
+	}
+}
+
+// TestConsoleCSRF: a console write without the session's CSRF token is
+// refused with csrf and changes nothing.
+func TestConsoleCSRF(t *testing.T) {
+	n := startNode(t, nil)
+	agent := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "writer", "rights": []string{"write"}})["token"].(string)
+	th := n.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", agent, map[string]any{"kind": "ask", "body": "Pin me?"})
+	id := th["thread"].(map[string]any)["id"].(string)
+	b := n.browser(t)
+	csrf := b.login(n.operator)
+	for _, form := range []url.Values{
+		{"id": {id}},
+		{"id": {id}, "csrf": {""}},
+		{"id": {id}, "csrf": {csrf[:len(csrf)-2] + "xx"}},
+	} {
+		p := b.post("/console/op/post_threads_id_pin", form)
+		if p.status != http.StatusForbidden || !strings.Contains(p.body, "csrf") {
+			t.Fatalf("forged pin %v: %d", form, p.status)
+		}
+	}
+	if got := n.mustAPI(t, "GET", "/api/v1/threads/"+id, "", nil)["thread"].(map[string]any)["pinned"]; got != false {
+		t.Fatal("a forged form pinned the thread")
+	}
+	// With the token it works, and the console says what it did.
+	if p := b.post("/console/op/post_threads_id_pin", url.Values{"id": {id}, "csrf": {csrf}, "return": {"/console/threads/" + id}}); p.status != http.StatusSeeOther || p.header.Get("Location") != "/console/threads/"+id {
+		t.Fatalf("pin: %d %v", p.status, p.header)
+	}
+	if got := n.mustAPI(t, "GET", "/api/v1/threads/"+id, "", nil)["thread"].(map[string]any)["pinned"]; got != true {
+		t.Fatal("the pin did not happen")
+	}
+	if p := b.get("/console/threads/" + id); !strings.Contains(p.body, "pinned") {
+		t.Fatal("no flash after the pin")
+	}
+	// A read is not an action.
+	if p := b.post("/console/op/get_tokens", url.Values{"csrf": {csrf}}); p.status != http.StatusNotFound {
+		t.Fatalf("a read as an action: %d", p.status)
+	}
+}
+
+// TestAgentTextIsEscaped: whatever an agent writes renders as text.
+func TestAgentTextIsEscaped(t *testing.T) {
+	n := startNode(t, nil)
+	agent := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "mallory", "rights": []string{"write"}})["token"].(string)
+	evil := `<script>document.title='owned'</script><img src=x onerror=alert(1)>`
+	th := n.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", agent, map[string]any{
+		"kind": "ask", "body": evil, "from": map[string]any{"extension": "x\"><b>"},
+		"provenance": map[string]any{"model": "<i>m</i>", "client": "javascript:alert(1)"},
+		"claims":     []any{map[string]any{"statement": evil, "evidence": []any{map[string]any{"kind": "note", "value": "<script>alert(2)</script>"}}}},
+	})
+	id := th["thread"].(map[string]any)["id"].(string)
+	b := n.browser(t)
+	b.login(n.operator)
+	for _, path := range []string{"/console/threads/" + id, "/console/threads", "/console/"} {
+		p := b.get(path)
+		if p.status != 200 {
+			t.Fatalf("%s: %d", path, p.status)
+		}
+		if strings.Contains(p.body, "<script>document") || strings.Contains(p.body, "<img src=x") || strings.Contains(p.body, `"><b>`) || strings.Contains(p.body, "<i>m</i>") {
+			t.Fatalf("%s: agent text rendered as markup", path)
+		}
+	}
+	if p := b.get("/console/threads/" + id); !strings.Contains(p.body, "&lt;script&gt;document.title=&#39;owned&#39;&lt;/script&gt;") {
+		t.Fatal("the body is not shown as text")
+	}
+}
