@@ -313,6 +313,7 @@ func (n *Node) Serve(ctx context.Context) error {
 
 // Close releases the node without serving (for nodes used in-process).
 func (n *Node) Close() error {
+	n.console.Close()
 	if n.listener != nil && n.server == nil {
 		n.listener.Close()
 	}

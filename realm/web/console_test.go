@@ -41,6 +41,7 @@ func startNode(t *testing.T, mod func(*realm.Config)) *node {
 	}
 	srv := httptest.NewServer(n.Handler())
 	t.Cleanup(func() {
+		srv.CloseClientConnections() // live streams never end by themselves
 		srv.Close()
 		n.Close()
 	})

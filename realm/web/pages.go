@@ -265,7 +265,7 @@ func (c *Console) threadPage(w http.ResponseWriter, r *http.Request, s *visit) {
 	}
 	walk(th["messages"])
 	d["flat"] = msgs
-	c.render(w, r, s, http.StatusOK, "thread", view{Title: fmt.Sprint(field(th, "thread", "title")), Nav: "threads", Data: d, Live: true})
+	c.render(w, r, s, http.StatusOK, "thread", view{Title: "Thread " + fmt.Sprint(tid), Nav: "threads", Data: d, Live: true})
 }
 
 // field reads a nested field of a decoded result.
@@ -354,7 +354,7 @@ func (c *Console) conversationPage(w http.ResponseWriter, r *http.Request, s *vi
 	if rels, err := c.call(ctx, s, "list_relationships", map[string]any{"conversation_id": id, "direction": "both", "state": "all", "limit": 1000}); err == nil {
 		d["relationships"] = rels["relationships"]
 	}
-	c.render(w, r, s, http.StatusOK, "conversation", view{Title: fmt.Sprint(field(conv, "conversation", "subject")), Nav: "corpus", Data: d, Live: true})
+	c.render(w, r, s, http.StatusOK, "conversation", view{Title: "Conversation", Nav: "corpus", Data: d, Live: true})
 }
 
 // headRow is one realm the store holds events of.

@@ -146,15 +146,23 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *visit, status 
 }
 
 var funcs = template.FuncMap{
-	"when":   when,
-	"ago":    ago,
-	"ident":  splitIdentity,
-	"list":   asList,
-	"str":    func(v any) string { return fmt.Sprint(v) },
-	"has":    has,
-	"json":   prettyJSON,
-	"dict":   dict,
-	"num":    num,
+	"when":  when,
+	"ago":   ago,
+	"ident": splitIdentity,
+	"list":  asList,
+	"str":   func(v any) string { return fmt.Sprint(v) },
+	"has":   has,
+	"json":  prettyJSON,
+	"dict":  dict,
+	"num":   num,
+	"fixed": func(v any) string {
+		if n, ok := v.(json.Number); ok {
+			if f, err := n.Float64(); err == nil {
+				return strconv.FormatFloat(f, 'f', 2, 64)
+			}
+		}
+		return fmt.Sprint(v)
+	},
 	"short":  short,
 	"states": func() []protocol.State { return protocol.States },
 	"acts":   func() []protocol.Act { return protocol.Acts },
