@@ -141,6 +141,10 @@ func poll(expr string, timeout time.Duration) chromedp.Action[chromedp.Void] {
 	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout))
 }
 
+// liveOrStatic waits until a live page's stream is open (a static page has
+// none), so screenshots show the page as an operator sees it.
+var liveOrStatic = poll(`!document.getElementById("livestate") || document.getElementById("livestate").classList.contains("on")`, 10*time.Second)
+
 // realmData is what the scenario seeds over the API, as agents would.
 type realmData struct {
 	rich, evil, open string // thread keys
@@ -351,12 +355,12 @@ func TestBrowserConsole(t *testing.T) {
 		{"federation", "/console/federation", "#heads"},
 		{"settings", "/console/settings", "#password"},
 	} {
-		run(t, ctx, p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
+		run(t, ctx, p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)), liveOrStatic)
 		shot(t, ctx, p.name)
 	}
 	run(t, ctx, "conversation", chromedp.Navigate(base+"/console/corpus"),
-		chromedp.Click(chromedp.CSS(`#conversations a.title`)), chromedp.WaitVisible(chromedp.CSS(`#relationships`)))
+		chromedp.Click(chromedp.CSS(`#conversations a.title`)), chromedp.WaitVisible(chromedp.CSS(`#relationships`)), liveOrStatic)
 	shot(t, ctx, "conversation")
-	run(t, ctx, "search", chromedp.Navigate(base+"/console/corpus?search=snapshot+sequence"), chromedp.WaitVisible(chromedp.CSS(`#results`)))
+	run(t, ctx, "search", chromedp.Navigate(base+"/console/corpus?search=snapshot+sequence"), chromedp.WaitVisible(chromedp.CSS(`#results`)), liveOrStatic)
 	shot(t, ctx, "corpus-search")
 }
