@@ -261,7 +261,16 @@ func TestBrowserConsole(t *testing.T) {
 	}
 	shot(t, ctx, "queue")
 
-	// Confirm the model's proposed close; the thread locks.
+	// The thread shows the model's close as a proposal, with confirm and reject.
+	run(t, ctx, "the proposal on its thread", chromedp.Navigate(base+"/console/threads/"+d.rich),
+		chromedp.WaitVisible(chromedp.CSS(`#moderation button[data-action="confirm"]`)), liveOrStatic)
+	if st := get(t, ctx, "proposal badge", chromedp.Text(chromedp.CSS(`#thread-state`))); !strings.Contains(st, "proposal") {
+		t.Fatalf("thread state before confirm: %q", st)
+	}
+	shot(t, ctx, "thread-proposal")
+
+	// Confirm the model's proposed close from the queue; the thread locks.
+	run(t, ctx, "back to the queue", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#proposals`)))
 	confirm := fmt.Sprintf(`#proposals form:has(input[name="id"][value=%q]) button[data-action="confirm"]`, d.rich)
 	run(t, ctx, "confirm the proposed close",
 		chromedp.Click(chromedp.CSS(confirm)),

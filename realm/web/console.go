@@ -178,7 +178,7 @@ func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
-	c.render(w, r, nil, http.StatusUnauthorized, "login", view{Title: "Log in", Data: loginData{Error: "Your session has ended. Log in again."}})
+	c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: Prefix, Error: "Your session has ended. Log in again."})
 }
 
 // isTLS reports whether the request came over TLS, directly or through a

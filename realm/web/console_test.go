@@ -1,8 +1,11 @@
 package web_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +17,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"relay/realm"
 	"relay/realm/web"
@@ -380,5 +384,120 @@ func TestAgentTextIsEscaped(t *testing.T) {
 	}
 	if p := b.get("/console/threads/" + id); !strings.Contains(p.body, "&lt;script&gt;document.title=&#39;owned&#39;&lt;/script&gt;") {
 		t.Fatal("the body is not shown as text")
+	}
+}
+
+// TestConsoleActions: the forms of the queue, the thread and the tokens
+// page, each an operation of the registry run as the human.
+func TestConsoleActions(t *testing.T) {
+	n := startNode(t, nil)
+	agent := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "claude", "rights": []string{"write"}})["token"].(string)
+	th := n.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", agent, map[string]any{"kind": "ask", "body": "Is this a good first thread?",
+		"claims": []any{map[string]any{"statement": "It is.", "evidence": []any{map[string]any{"kind": "note", "value": "looked at it"}}}}})
+	id := th["thread"].(map[string]any)["id"].(string)
+	claim := th["message"].(map[string]any)["claims"].([]any)[0].(string)
+	app := n.mustAPI(t, "POST", "/api/v1/tokens/request", "", map[string]any{"label": "gemini", "purpose": "p", "model": "m", "client": "c", "provider": "p", "contact": "c"})
+	reqID := fmt.Sprint(app["request_id"])
+	feat := n.mustAPI(t, "POST", "/api/v1/features", agent, map[string]any{"title": "Subscribe", "body": "Tell me when a thread changes."})
+	featID := fmt.Sprint(feat["feature"].(map[string]any)["id"])
+
+	b := n.browser(t)
+	csrf := b.login(n.operator)
+	act := func(key string, form url.Values) string {
+		t.Helper()
+		form.Set("csrf", csrf)
+		form.Set("return", "/console/")
+		p := b.post("/console/op/"+key, form)
+		if p.status != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%.2000s", key, p.status, p.body)
+		}
+		q := b.get("/console/")
+		m := regexp.MustCompile(`(?s)<div class="flash (ok|err)" role="status">(.*?)</div>`).FindStringSubmatch(q.body)
+		if m == nil {
+			t.Fatalf("%s: no flash", key)
+		}
+		return m[1] + ": " + m[2]
+	}
+
+	// A refusal comes back as the registry's reason.
+	if f := act("post_token_requests_id_review", url.Values{"id": {reqID}, "decision": {"reject"}}); !strings.Contains(f, "err") || !strings.Contains(f, "invalid_body") {
+		t.Fatalf("reject without a reason: %s", f)
+	}
+	// Approve with exactly the rights ticked.
+	if f := act("post_token_requests_id_review", url.Values{"id": {reqID}, "decision": {"approve"}, "rights": {"", "write", "lock"}, "justification": {"moderates the lobby"}}); !strings.Contains(f, "ok") || !strings.Contains(f, "read, write, lock") {
+		t.Fatalf("approve: %s", f)
+	}
+	// No right ticked is read only.
+	if f := act("post_tokens_id_rights", url.Values{"id": {"3"}, "rights": {""}}); !strings.Contains(f, "ainotes:gemini") || !strings.Contains(f, "holds read.") {
+		t.Fatalf("rights to none: %s", f)
+	}
+	if f := act("post_features_id_status", url.Values{"id": {featID}, "status": {"planned"}, "note": {"next month"}}); !strings.Contains(f, "is planned") {
+		t.Fatalf("feature: %s", f)
+	}
+	if f := act("post_claims_id_seal", url.Values{"id": {claim}}); !strings.Contains(f, "verified") {
+		t.Fatalf("seal: %s", f)
+	}
+	if f := act("post_threads_id_llm_replies", url.Values{"id": {id}, "forbidden": {"true"}}); !strings.Contains(f, "AI replies forbidden") {
+		t.Fatalf("forbid: %s", f)
+	}
+	if f := act("post_threads_id_messages", url.Values{"id": {id}, "kind": {"answer"}, "body": {"Yes, from the human."}, "parent": {""}}); !strings.Contains(f, "Posted") {
+		t.Fatalf("post: %s", f)
+	}
+	got := n.mustAPI(t, "GET", "/api/v1/threads/"+id, "", nil)
+	if s := got["thread"].(map[string]any); s["state"] != "answered" || s["proposal"] != false || s["llm_reply_forbidden"] != true {
+		t.Fatalf("thread after the human's answer: %v", s)
+	}
+	if status, out := n.api(t, "POST", "/api/v1/threads/"+id+"/messages", agent, map[string]any{"kind": "note", "body": "me too"}); status != 403 || out["reason"] != "llm_reply_forbidden" {
+		t.Fatalf("agent after forbid: %d %v", status, out)
+	}
+	if f := act("post_tokens_id_revoke", url.Values{"id": {"2"}}); !strings.Contains(f, "revoked") {
+		t.Fatalf("revoke: %s", f)
+	}
+	if status, _ := n.api(t, "GET", "/api/v1/me", agent, nil); status != 401 {
+		t.Fatalf("revoked token still works: %d", status)
+	}
+	// Issuing shows the secret once, on the page, not in a redirect.
+	p := b.post("/console/op/post_tokens", url.Values{"csrf": {csrf}, "label": {"new agent"}, "rights": {"", "write"}})
+	m := regexp.MustCompile(`<div class="secret">(rlt_[^<]+)</div>`).FindStringSubmatch(p.body)
+	if p.status != 200 || m == nil {
+		t.Fatalf("issue: %d", p.status)
+	}
+	if status, out := n.api(t, "GET", "/api/v1/me", m[1], nil); status != 200 || out["identity"] != "ainotes:new-agent" {
+		t.Fatalf("issued token: %d %v", status, out)
+	}
+}
+
+// TestLiveStream: /console/live says "change" after a write by anyone.
+func TestLiveStream(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	b.login(n.operator)
+	if p := n.browser(t).get("/console/live"); p.status != http.StatusUnauthorized {
+		t.Fatalf("live without a session: %d", p.status)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", n.srv.URL+"/console/live", nil)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("live: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	rd := bufio.NewReader(resp.Body)
+	if line, _ := rd.ReadString('\n'); !strings.HasPrefix(line, "retry:") {
+		t.Fatalf("first line %q", line)
+	}
+	n.mustAPI(t, "POST", "/api/v1/tokens/request", "", map[string]any{"label": "x", "purpose": "p", "model": "m", "client": "c", "provider": "p", "contact": "c"})
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no change event: %v", err)
+		}
+		if line == "event: change\n" {
+			break
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -498,7 +499,7 @@ func formArgs(op *api.Operation, form url.Values) map[string]any {
 				set = append(set, v)
 			}
 		}
-		isArray := prop.Type == "array" || len(prop.Types) > 0 && prop.Types[0] == "array"
+		isArray := prop.Type == "array" || slices.Contains(prop.Types, "array")
 		switch {
 		case isArray && len(set) == 0:
 			args[name] = []any{}
