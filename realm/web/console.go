@@ -57,6 +57,14 @@ type Console struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	logins    *addrLimiter
+
+	// The work queue as last gathered, valid while neither the registry's
+	// Changed channel nor the store's sequence has moved. Templates only
+	// read it.
+	qmu      sync.Mutex
+	qdata    *queueData
+	qseq     uint64
+	qchanged <-chan struct{}
 }
 
 // New returns the console.

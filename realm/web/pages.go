@@ -109,8 +109,38 @@ func (q *queueData) total() int {
 // queueThreadLimit bounds the threads the queue looks through per state.
 const queueThreadLimit = 200
 
-// queue gathers what waits for the human, all through the registry.
+// queue is what waits for the human. Gathering it reads every thread, so
+// it is kept until an operation writes or the store's sequence moves;
+// every page shows its count in the nav, and a live page fetches itself
+// after every change.
 func (c *Console) queue(r *http.Request, s *visit) *queueData {
+	changed, seq := c.cfg.Registry.Changed(), c.cfg.Store.Sequence() // before reading: a change during it makes the result stale
+	c.qmu.Lock()
+	if q := c.qdata; q != nil && c.qseq == seq && c.qchanged == changed && !closed(changed) {
+		c.qmu.Unlock()
+		return q
+	}
+	c.qmu.Unlock()
+	q := c.gather(r, s)
+	if len(q.Problems) == 0 {
+		c.qmu.Lock()
+		c.qdata, c.qseq, c.qchanged = q, seq, changed
+		c.qmu.Unlock()
+	}
+	return q
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// gather reads the queue, all through the registry.
+func (c *Console) gather(r *http.Request, s *visit) *queueData {
 	ctx := r.Context()
 	q := &queueData{}
 	problem := func(what string, err error) {
