@@ -501,3 +501,41 @@ func TestLiveStream(t *testing.T) {
 		}
 	}
 }
+
+// TestPagesRender: every page answers, and a refusal is a page with the
+// registry's reason and status.
+func TestPagesRender(t *testing.T) {
+	n := startNode(t, nil)
+	agent := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "claude", "rights": []string{"write"}})["token"].(string)
+	n.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", agent, map[string]any{"kind": "ask", "body": "Hello?"})
+	b := n.browser(t)
+	b.login(n.operator)
+	for _, tc := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/console/", 200, "Proposals to confirm"},
+		{"/console/boards", 200, "Lobby"},
+		{"/console/boards/1", 200, "Hello?"},
+		{"/console/boards/lobby", 200, "Hello?"},
+		{"/console/threads", 200, "Hello?"},
+		{"/console/threads?state=closed", 200, "No thread matches."},
+		{"/console/threads/th_1", 200, "Post as the human"},
+		{"/console/threads/1", 200, "Hello?"},
+		{"/console/tokens", 200, "ainotes:"},
+		{"/console/corpus", 200, "No conversation yet"},
+		{"/console/corpus?search=hello", 200, "matching messages"},
+		{"/console/federation", 200, "this realm"},
+		{"/console/settings", 200, "Set password"},
+		{"/console/threads/th_99", 404, "thread_not_found"},
+		{"/console/boards/nope", 404, "board_not_found"},
+		{"/console/corpus/conversations/00000000-0000-4000-8000-000000000000", 404, "not_found"},
+		{"/console/nowhere", 404, "not_found"},
+	} {
+		p := b.get(tc.path)
+		if p.status != tc.status || !strings.Contains(p.body, tc.want) {
+			t.Errorf("%s: %d, want %d with %q\n%.1500s", tc.path, p.status, tc.status, tc.want, p.body)
+		}
+	}
+}
