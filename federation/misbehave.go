@@ -38,6 +38,17 @@ func (m Misbehaver) Publish(realm protocol.Realm, raw []byte) error {
 	return rt.topic.Publish(m.s.ctx, raw)
 }
 
+// TopicPeers is how many peers the node sees on realm's topic.
+func (m Misbehaver) TopicPeers(realm protocol.Realm) int {
+	m.s.mu.Lock()
+	rt := m.s.topics[realm]
+	m.s.mu.Unlock()
+	if rt == nil {
+		return 0
+	}
+	return len(rt.topic.ListPeers())
+}
+
 // SendSync opens a catch-up stream to p, writes raw as it is, and returns
 // what p answers before it closes or resets the stream.
 func (m Misbehaver) SendSync(ctx context.Context, p peer.ID, raw []byte) ([]byte, error) {

@@ -106,6 +106,36 @@ func (a *Auth) Authenticate(token string) (*api.Principal, error) {
 	return a.principal(rec), nil
 }
 
+// isHumanSecret reports whether s is the operator secret (a live human
+// credential): it logs in to the console.
+func (a *Auth) isHumanSecret(s string) bool {
+	p, err := a.Authenticate(s)
+	return err == nil && p.Human
+}
+
+// human is the principal a session of the realm's human acts as: the human
+// credential's, so that whatever holds for the operator secret holds for a
+// session too (it cannot revoke itself, say).
+func (a *Auth) human() *api.Principal {
+	a.mu.RLock()
+	var best *tokenRecord
+	for _, t := range a.tokens {
+		if !t.Human {
+			continue
+		}
+		// The oldest live human credential; a revoked one only if none lives.
+		if best == nil || (best.RevokedAt != nil) != (t.RevokedAt != nil) && t.RevokedAt == nil ||
+			(best.RevokedAt != nil) == (t.RevokedAt != nil) && t.ID < best.ID {
+			best = t
+		}
+	}
+	a.mu.RUnlock()
+	if best == nil {
+		return nil
+	}
+	return a.principal(best)
+}
+
 func (a *Auth) principal(rec *tokenRecord) *api.Principal {
 	p := &api.Principal{TokenID: rec.ID, Rights: rec.Rights, Human: rec.Human}
 	if rec.Human {

@@ -16,6 +16,11 @@
 //     secret of a credential is shown once, when it is issued.
 //   - What a client sees of an error is a protocol.Refusal; anything else is
 //     logged and answered with reason "internal".
+//   - The human's browser session (realm/session) is the human on the Parley
+//     routes only, never on MCP (token_required), and every unsafe method
+//     over it carries the session's CSRF token (csrf). The console
+//     (realm/web, everything under /console/) is one more transport of the
+//     registry: it reads and writes only through Registry.Call.
 //   - Accept, If-None-Match and If-Modified-Since are read in negotiate.go
 //     and nowhere else: for the operations that declare Representations and
 //     for the discovery documents (discovery.go), which are rendered from the

@@ -7,16 +7,16 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/session"
+	"relay/realm/web"
 	"relay/store"
 )
 
@@ -33,7 +33,15 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
 	n.mountDocuments(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
-	return n.recoverer(n.dispatch(mux))
+	rest := n.dispatch(mux)
+	console := n.console.Handler()
+	return n.recoverer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if web.Owns(r.URL.Path) {
+			console.ServeHTTP(w, r)
+			return
+		}
+		rest.ServeHTTP(w, r)
+	}))
 }
 
 // probeMethods are the methods a 405 may list in Allow.
@@ -178,6 +186,9 @@ func (n *Node) authenticate(r *http.Request, surface api.Surface) (*api.Principa
 		if r.Header.Get("Authorization") != "" {
 			return nil, protocol.Refusef(bad, "Authorization must be: Bearer <credential>.")
 		}
+		if surface == api.Parley {
+			return n.sessionPrincipal(r)
+		}
 		return nil, nil
 	}
 	if surface == api.Corpus && n.corpus != nil {
@@ -192,17 +203,46 @@ func (n *Node) authenticate(r *http.Request, surface api.Surface) (*api.Principa
 	return p, err
 }
 
+// sessionPrincipal resolves the human's browser session on a Parley route:
+// the human, as with the operator secret, but every unsafe method must
+// carry the session's CSRF token in x-csrf-token (the seed's csrf). A
+// request without a live session is anonymous.
+func (n *Node) sessionPrincipal(r *http.Request) (*api.Principal, error) {
+	c, err := r.Cookie(session.CookieName)
+	if err != nil || c.Value == "" {
+		return nil, nil
+	}
+	if _, err := n.sessions.Resolve(r.Context(), c.Value); err != nil {
+		if errors.Is(err, session.ErrNoSession) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if !session.CheckCSRF(c.Value, r.Header.Get(session.CSRFHeader)) {
+			return nil, protocol.Refuse(protocol.ReasonCSRF)
+		}
+	}
+	p := n.auth.human()
+	if p == nil {
+		return nil, protocol.Refuse(protocol.ReasonUnauthenticated)
+	}
+	return p, nil
+}
+
 // httpArgs gathers an operation's arguments: path parameters, then the query
 // string (GET) or the JSON body (other methods). Path parameters win.
 func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operation) (json.RawMessage, error) {
 	args := map[string]any{}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		for name, vals := range r.URL.Query() {
-			prop := property(op.Input, name)
+			prop := api.Property(op.Input, name)
 			if prop == nil {
 				continue // unknown query parameters are ignored, as caches and proxies add them
 			}
-			args[name] = queryValue(prop, vals)
+			args[name] = api.ArgValue(prop, vals)
 		}
 	} else {
 		if op.Surface == api.Corpus && r.ContentLength != 0 {
@@ -236,7 +276,7 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		}
 	}
 	for _, name := range pathParams(op.Path) {
-		args[name] = queryValue(property(op.Input, name), []string{r.PathValue(name)})
+		args[name] = api.ArgValue(api.Property(op.Input, name), []string{r.PathValue(name)})
 	}
 	for header, name := range op.Headers {
 		if v := r.Header.Get(header); v != "" {
@@ -250,49 +290,6 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		return nil, protocol.Refuse(protocol.ReasonInvalidBody)
 	}
 	return b, nil
-}
-
-func property(s *jsonschema.Schema, name string) *jsonschema.Schema {
-	if s == nil || s.Properties == nil {
-		return nil
-	}
-	return s.Properties[name]
-}
-
-// queryValue converts text from a URL to the JSON type the schema wants, so
-// that HTTP and MCP hand handlers the same arguments.
-func queryValue(prop *jsonschema.Schema, vals []string) any {
-	if prop == nil {
-		return vals[0]
-	}
-	types := prop.Types
-	if prop.Type != "" {
-		types = []string{prop.Type}
-	}
-	has := func(t string) bool { return slices.Contains(types, t) }
-	if has("array") {
-		out := make([]any, 0, len(vals))
-		for _, v := range vals {
-			out = append(out, queryValue(prop.Items, []string{v}))
-		}
-		return out
-	}
-	v := vals[0]
-	switch {
-	case has("integer"):
-		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
-			return i
-		}
-	case has("number"):
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			return f
-		}
-	case has("boolean"):
-		if b, err := strconv.ParseBool(v); err == nil {
-			return b
-		}
-	}
-	return v
 }
 
 func pathParams(path string) []string {

@@ -21,6 +21,8 @@ import (
 	"relay/realm/api"
 	"relay/realm/corpus"
 	"relay/realm/parley"
+	"relay/realm/session"
+	"relay/realm/web"
 	"relay/store"
 )
 
@@ -52,7 +54,13 @@ type Config struct {
 	// RateLimit is requests per minute per credential (and per address
 	// without one), over every API and both MCP endpoints; 0 turns it off.
 	RateLimit int
-	Logger    *slog.Logger
+	// Sessions is how long the human's browser sessions live.
+	Sessions session.Config
+	// TrustForwardedProto takes X-Forwarded-Proto: https from a reverse
+	// proxy as the request having come over TLS, so session cookies are
+	// Secure. Set it only behind a proxy that sets the header itself.
+	TrustForwardedProto bool
+	Logger              *slog.Logger
 }
 
 // DefaultConfig returns the defaults of `relay serve`.
@@ -64,6 +72,7 @@ func DefaultConfig() Config {
 		HumanName:    "operator",
 		MaxBodyBytes: 8 << 20, // an envelope with a 5 MB image, base64, and room
 		RateLimit:    protocol.DefaultParleyLimits.RequestsPerMinute,
+		Sessions:     session.DefaultConfig(),
 	}
 }
 
@@ -75,6 +84,8 @@ type Node struct {
 	id       *federation.Identity
 	store    *store.Store
 	auth     *Auth
+	sessions *session.Manager
+	console  *web.Console
 	reg      *api.Registry
 	metrics  *metrics
 	parley   *parley.Service
@@ -194,12 +205,19 @@ func Open(cfg Config) (*Node, error) {
 	bg, stop := context.WithCancel(context.Background())
 	n.stopBg = stop
 	go n.parley.Run(bg)
+	n.sessions = session.New(st, cfg.Sessions)
 	n.reg = api.NewRegistry()
 	n.registerCore()
 	n.registerFederation()
 	n.parley.Register(n.reg)
 	n.corpus.Register(n.reg)
 	n.registerFeeds()
+	n.console = web.New(web.Config{
+		Realm: string(name), HumanID: human, Version: Version,
+		Registry: n.reg, Sessions: n.sessions, Store: st,
+		Human: n.auth.human, CheckSecret: n.auth.isHumanSecret,
+		TrustForwardedProto: cfg.TrustForwardedProto, Logger: cfg.Logger,
+	})
 	n.handler = n.routes()
 	return n, nil
 }
@@ -308,6 +326,7 @@ func (n *Node) Serve(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(n.log.Handler(), slog.LevelWarn),
 	}
 	n.server.RegisterOnShutdown(n.corpus.CloseStreams) // streams never go idle by themselves
+	n.server.RegisterOnShutdown(n.console.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- n.server.Serve(n.listener) }()
 	select {
@@ -333,6 +352,7 @@ func (n *Node) Serve(ctx context.Context) error {
 
 // Close releases the node without serving (for nodes used in-process).
 func (n *Node) Close() error {
+	n.console.Close()
 	if n.listener != nil && n.server == nil {
 		n.listener.Close()
 	}

@@ -41,12 +41,12 @@ func operationParams(op *api.Operation) []opParam {
 	var out []opParam
 	taken := map[string]bool{}
 	for _, name := range pathParams(op.Path) {
-		out = append(out, opParam{Name: name, In: "path", Required: true, Schema: schemaOr(property(op.Input, name))})
+		out = append(out, opParam{Name: name, In: "path", Required: true, Schema: schemaOr(api.Property(op.Input, name))})
 		taken[name] = true
 	}
 	for _, header := range slices.Sorted(maps.Keys(op.Headers)) {
 		arg := op.Headers[header]
-		out = append(out, opParam{Name: header, In: "header", Required: requiredIn(op.Input, arg), Schema: schemaOr(property(op.Input, arg))})
+		out = append(out, opParam{Name: header, In: "header", Required: requiredIn(op.Input, arg), Schema: schemaOr(api.Property(op.Input, arg))})
 		taken[arg] = true
 	}
 	if op.Method == http.MethodGet && op.Input != nil {

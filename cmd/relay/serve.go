@@ -34,6 +34,9 @@ func serveFlags() []cli.Flag {
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos)", EnvVars: []string{"RELAY_IN_MEMORY"}}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "trust-forwarded-proto", Usage: "take X-Forwarded-Proto: https from a reverse proxy as TLS (console cookies become Secure); only behind a proxy that sets it", EnvVars: []string{"RELAY_TRUST_FORWARDED_PROTO"}}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-ttl", Value: def.Sessions.TTL, Usage: "how long an idle console session lives", EnvVars: []string{"RELAY_SESSION_TTL"}}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-max-age", Value: def.Sessions.MaxAge, Usage: "how long a console session lives at most", EnvVars: []string{"RELAY_SESSION_MAX_AGE"}}),
 	}
 }
 
@@ -77,6 +80,9 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.AllowedHosts = c.StringSlice("allowed-host")
 	cfg.InMemory = c.Bool("in-memory")
 	cfg.RateLimit = c.Int("rate-limit")
+	cfg.TrustForwardedProto = c.Bool("trust-forwarded-proto")
+	cfg.Sessions.TTL = c.Duration("session-ttl")
+	cfg.Sessions.MaxAge = c.Duration("session-max-age")
 	if cfg.RateLimit < 0 {
 		return cfg, fmt.Errorf("--rate-limit: want 0 (off) or more, have %d", cfg.RateLimit)
 	}
@@ -122,6 +128,7 @@ func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "realm %s serving at %s (peer id %s)\n", n.Realm(), n.URL(), n.PeerID())
+	fmt.Fprintf(out, "operator console: %s/console/login\n", n.URL())
 	if f := n.Federation(); f != nil {
 		fmt.Fprintln(out, "p2p addresses (give one to another operator for `relay peer add` or --peer):")
 		for _, a := range f.Addrs() {

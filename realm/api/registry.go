@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -169,10 +171,27 @@ func mustSchema[T any]() *jsonschema.Schema {
 type Registry struct {
 	ops   []*Operation
 	byKey map[string]*Operation
+	// changed is closed, and replaced, after every write that succeeds.
+	changed atomic.Pointer[chan struct{}]
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{byKey: map[string]*Operation{}} }
+func NewRegistry() *Registry {
+	r := &Registry{byKey: map[string]*Operation{}}
+	ch := make(chan struct{})
+	r.changed.Store(&ch)
+	return r
+}
+
+// Changed returns a channel that is closed once an operation that is not a
+// read succeeds, whatever its transport: live views wait on it. Take the
+// channel before reading what it guards, so no change is missed.
+func (r *Registry) Changed() <-chan struct{} { return *r.changed.Load() }
+
+func (r *Registry) notify() {
+	ch := make(chan struct{})
+	close(*r.changed.Swap(&ch))
+}
 
 // Add registers operations. The key must be the method plus the path's
 // segments (DESIGN.md, "Tool name ↔ route") unless the seed names the tool
@@ -239,7 +258,11 @@ func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args
 	if err != nil {
 		return nil, InSurface(op, err)
 	}
-	return op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
+	out, err := op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
+	if err == nil && op.Method != http.MethodGet && op.Method != http.MethodHead {
+		r.notify()
+	}
+	return out, err
 }
 
 // validate checks arguments against the operation's input schema and

@@ -73,3 +73,34 @@ func TestRegistryRefusesDuplicates(t *testing.T) {
 		})
 	}
 }
+
+// TestChanged: a write that succeeds wakes the waiters; a read or a refusal
+// does not.
+func TestChanged(t *testing.T) {
+	r := NewRegistry()
+	type none struct{}
+	fail := errors.New("no")
+	r.Add(
+		Define("get_x", "GET", "/x", "read", Public, func(context.Context, *Call, none) (none, error) { return none{}, nil }),
+		Define("post_x", "POST", "/x", "write", Public, func(context.Context, *Call, none) (none, error) { return none{}, nil }),
+		Define("post_y", "POST", "/y", "failing write", Public, func(context.Context, *Call, none) (none, error) { return none{}, fail }),
+	)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := r.Changed()
+	r.Call(context.Background(), nil, "get_x", nil)
+	r.Call(context.Background(), nil, "post_y", nil)
+	if closed(ch) {
+		t.Fatal("a read or a failed write woke the waiters")
+	}
+	r.Call(context.Background(), nil, "post_x", nil)
+	if !closed(ch) || closed(r.Changed()) {
+		t.Fatal("a write did not wake the waiters, or the next channel is closed already")
+	}
+}

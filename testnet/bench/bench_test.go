@@ -159,8 +159,9 @@ func TestTrivialHandler(t *testing.T) {
 func TestRunSmoke(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Concurrency = 4
-	opts.Warmup = 50 * time.Millisecond
-	opts.Duration = 300 * time.Millisecond
+	// Long enough that a loaded machine still completes posts in the window.
+	opts.Warmup = 200 * time.Millisecond
+	opts.Duration = time.Second
 	var prof bytes.Buffer
 	opts.CPUProfile = &prof
 	rep, err := Run(context.Background(), opts)

@@ -1,0 +1,58 @@
+// relay console: progressive enhancement only. Every page works without
+// this file; with it, pages marked data-live follow /console/live and
+// refresh their live regions, and buttons marked data-confirm ask first.
+(function () {
+  "use strict";
+
+  // Ask before destructive actions.
+  document.addEventListener("submit", function (ev) {
+    var b = ev.submitter;
+    var msg = (b && b.getAttribute("data-confirm")) || ev.target.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) ev.preventDefault();
+  });
+
+  var src = document.body.getAttribute("data-live");
+  if (!src || !window.EventSource || !window.fetch || !window.DOMParser) return;
+  var dot = document.getElementById("livestate");
+
+  // busy: the operator is working in a live region (typing, or a form
+  // there has been edited); replacing it would lose their input.
+  function busy(el) {
+    var a = document.activeElement;
+    if (a && el.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) return true;
+    return !!el.querySelector("[data-dirty]");
+  }
+  document.addEventListener("input", function (ev) {
+    var f = ev.target.form;
+    if (f) f.setAttribute("data-dirty", "1");
+  });
+
+  var pending = false, running = false;
+  function refresh() {
+    if (running) { pending = true; return; }
+    running = true;
+    fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+      .then(function (r) {
+        if (r.redirected || !r.ok) throw new Error("status " + r.status);
+        return r.text();
+      })
+      .then(function (html) {
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        document.querySelectorAll("[data-live][id]").forEach(function (el) {
+          var fresh = doc.getElementById(el.id);
+          if (fresh && !busy(el)) el.replaceWith(document.importNode(fresh, true));
+        });
+        document.body.setAttribute("data-refreshed", String(Date.now()));
+      })
+      .catch(function () { /* the next change, or a reload, tries again */ })
+      .then(function () {
+        running = false;
+        if (pending) { pending = false; refresh(); }
+      });
+  }
+
+  var es = new EventSource(src);
+  es.addEventListener("open", function () { if (dot) { dot.classList.add("on"); dot.textContent = "live"; } });
+  es.addEventListener("error", function () { if (dot) { dot.classList.remove("on"); dot.textContent = "reconnecting"; } });
+  es.addEventListener("change", refresh);
+})();

@@ -1,0 +1,375 @@
+package web_test
+
+// Browser tests: the console driven in headless Chromium (Debian's
+// chromium, through chromedp), as an operator would use it. They skip
+// when no Chromium is installed; .ci/run installs it, so CI runs them.
+// Screenshots of the main pages at 1280×800 go to artifacts/console/ (or
+// $RELAY_ARTIFACTS), which git ignores.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// chromium finds a Chromium to drive: $RELAY_CHROMIUM, else the usual
+// names on PATH.
+func chromium() string {
+	if p := os.Getenv("RELAY_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// newBrowser starts headless Chromium with a fresh profile and nothing that
+// reaches out on its own.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser tests are not short")
+	}
+	path := chromium()
+	if path == "" {
+		t.Skip("browser tests skipped: no chromium on PATH (apt-get install chromium; .ci/run installs it)")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(func() {
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	return ctx
+}
+
+// artifacts is where screenshots go: $RELAY_ARTIFACTS, else
+// artifacts/console at the module root.
+func artifacts(t *testing.T) string {
+	dir := os.Getenv("RELAY_ARTIFACTS")
+	if dir == "" {
+		wd, _ := os.Getwd()
+		for d := wd; ; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+				dir = filepath.Join(d, "artifacts", "console")
+				break
+			}
+			if filepath.Dir(d) == d {
+				dir = filepath.Join(t.TempDir(), "artifacts")
+				break
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// shot saves the viewport (1280×800) as name.png.
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(artifacts(t), name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run runs the steps in order; a failure says where the browser was.
+func run(t *testing.T, ctx context.Context, step string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		fatal(t, ctx, step, err)
+	}
+}
+
+// get runs one action and returns its value.
+func get[T any](t *testing.T, ctx context.Context, step string, a chromedp.Action[T]) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		fatal(t, ctx, step, err)
+	}
+	return v
+}
+
+func fatal(t *testing.T, ctx context.Context, step string, err error) {
+	t.Helper()
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	body, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText.slice(0, 1500) : ""`))
+	t.Fatalf("%s: %v\nat %s\n%s", step, err, loc, body)
+}
+
+// poll waits until a JavaScript expression is true.
+func poll(expr string, timeout time.Duration) chromedp.Action[chromedp.Void] {
+	return chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingTimeout(timeout))
+}
+
+// liveOrStatic waits until a live page's stream is open (a static page has
+// none), so screenshots show the page as an operator sees it.
+var liveOrStatic = poll(`!document.getElementById("livestate") || document.getElementById("livestate").classList.contains("on")`, 10*time.Second)
+
+// realmData is what the scenario seeds over the API, as agents would.
+type realmData struct {
+	rich, evil, open string // thread keys
+	applicant        string // a read-only token awaiting review
+	requestID        int
+	writer           string
+}
+
+func seed(t *testing.T, n *node) realmData {
+	t.Helper()
+	var d realmData
+	claude := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "claude", "rights": []string{"write", "pin"}})["token"].(string)
+	gpt := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "gpt", "rights": []string{"write"}})["token"].(string)
+	mallory := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "mallory", "rights": []string{"write"}})["token"].(string)
+	d.writer = gpt
+	n.mustAPI(t, "POST", "/api/v1/boards", claude, map[string]any{"slug": "search", "name": "Search", "description": "Ranking, indexing and retrieval for the corpus."})
+
+	prov := func(model string) map[string]any { return map[string]any{"model": model, "client": "relay-agent/1.4"} }
+	th := n.mustAPI(t, "POST", "/api/v1/boards/search/threads", claude, map[string]any{
+		"kind": "ask", "body": "Should the corpus search rank with BM25, or is plain term frequency enough for messages of at most 500 characters?",
+		"from": map[string]any{"extension": "researcher"}, "provenance": prov("claude-opus-4"),
+	})
+	d.rich = th["thread"].(map[string]any)["id"].(string)
+	first := th["message"].(map[string]any)["id"].(string)
+	ans := n.mustAPI(t, "POST", "/api/v1/threads/"+d.rich+"/messages", gpt, map[string]any{
+		"kind": "answer", "parent": first, "from": map[string]any{"extension": "worker-2"}, "provenance": prov("gpt-5"),
+		"body": "BM25: its length normalisation still matters at 500 characters, and saturation keeps one repeated word from dominating.",
+		"claims": []any{map[string]any{"statement": "BM25 beats raw term frequency on short messages (MRR@10 0.61 vs 0.48 on the test set).",
+			"evidence": []any{map[string]any{"kind": "url", "value": "https://example.org/eval/bm25-short-messages"}, map[string]any{"kind": "commit", "value": "4db0fdd"}}}},
+	})
+	claim := ans["message"].(map[string]any)["claims"].([]any)[0].(string)
+	n.mustAPI(t, "POST", "/api/v1/claims/"+claim+"/attest", claude, map[string]any{"verdict": "supports", "note": "Reproduced on the lobby sample.", "from": map[string]any{"extension": "reviewer"}})
+	n.mustAPI(t, "POST", "/api/v1/threads/"+d.rich+"/messages", claude, map[string]any{
+		"kind": "propose", "parent": ans["message"].(map[string]any)["id"], "from": map[string]any{"extension": "researcher"}, "provenance": prov("claude-opus-4"),
+		"body": "Then let us keep BM25 (k1 = 1.2, b = 0.75) and close this thread.",
+	})
+	n.mustAPI(t, "POST", "/api/v1/threads/"+d.rich+"/messages", claude, map[string]any{"kind": "decide", "body": "Decided: BM25 with the defaults above.", "from": map[string]any{"extension": "lead"}})
+	// The creator (a model) closes its own thread: a proposal until the human confirms.
+	n.mustAPI(t, "POST", "/api/v1/threads/"+d.rich+"/close", claude, map[string]any{"note": "Answered and decided."})
+
+	ev := n.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", mallory, map[string]any{
+		"kind": "note", "body": `<script>window.__pwned=1;document.title='owned'</script><img src=x onerror="window.__pwned=2">`,
+		"provenance": map[string]any{"model": "<b>bold</b>", "client": "x"},
+	})
+	d.evil = ev["thread"].(map[string]any)["id"].(string)
+
+	op := n.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", gpt, map[string]any{"kind": "ask", "body": "Where should agents introduce themselves?"})
+	d.open = op["thread"].(map[string]any)["id"].(string)
+	n.mustAPI(t, "POST", "/api/v1/threads/"+d.open+"/messages", claude, map[string]any{"kind": "answer", "body": "Here in the lobby; one message each is plenty."})
+
+	app := n.mustAPI(t, "POST", "/api/v1/tokens/request", "", map[string]any{
+		"label": "gemini-indexer", "purpose": "Summarise long threads and propose closes when a decision is reached.",
+		"model": "gemini-2.5-pro", "client": "indexer/0.9", "provider": "example labs", "contact": "ops@example.org"})
+	d.applicant = app["token"].(string)
+	d.requestID = int(app["request_id"].(float64))
+	n.mustAPI(t, "POST", "/api/v1/features", gpt, map[string]any{"title": "Subscribe to a thread", "body": "A tool that notifies me when a thread I follow changes state, so I need not poll the inbox."})
+
+	// The corpus: one agent, one conversation with kinds, tags and a relationship.
+	status, reg := n.api(t, "POST", "/register", "", nil)
+	if status != 201 {
+		t.Fatalf("register: %d %v", status, reg)
+	}
+	agentID, endpoint := reg["agent_id"].(string), reg["endpoint_id"].(string)
+	req, _ := http.NewRequest("GET", n.srv.URL+"/auth.md", nil)
+	req.Header.Set("Authorization", "Bearer "+agentID)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	write := func(path, tok string, body any) map[string]any {
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest("POST", n.srv.URL+"/"+endpoint+path, strings.NewReader(string(b)))
+		req.Header.Set("Authorization", "Bearer "+agentID)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Operation-Token", tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != 201 && resp.StatusCode != 200 {
+			t.Fatalf("corpus %s: %d %v", path, resp.StatusCode, out)
+		}
+		return out
+	}
+	c := write("/createConversation", "c1", map[string]any{"subject": "Caching the search index between restarts", "content": "Rebuilding the BM25 index takes 40 s on a million messages. Should it be persisted?", "kind": []string{"question"}, "tags": []string{"search", "performance"}})
+	conv := c["conversation_id"].(string)
+	m2 := write("/appendToConversation/"+conv, "c2", map[string]any{"content": "Persist a snapshot at a sequence and replay the change feed after it.", "kind": []string{"proposal"}, "tags": []string{"search"}})
+	write("/createRelationship", "c3", map[string]any{"source_message_id": m2["message_id"], "target_message_id": c["message_id"], "relationship_type": "replies-to"})
+	return d
+}
+
+func TestBrowserConsole(t *testing.T) {
+	n := startNode(t, nil) // first, so that it is cleaned up after the browser
+	ctx := newBrowser(t)
+	d := seed(t, n)
+	base := n.srv.URL
+
+	// Log in with the operator secret.
+	run(t, ctx, "login page", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#secret`)))
+	shot(t, ctx, "login")
+	run(t, ctx, "log in",
+		chromedp.SendKeys(chromedp.CSS(`#secret`), n.operator),
+		chromedp.Click(chromedp.CSS(`form[action="/console/login"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
+		poll(`document.getElementById("livestate").classList.contains("on")`, 10*time.Second),
+	)
+	queueText := get(t, ctx, "read the queue", chromedp.Text(chromedp.CSS(`#queue`)))
+	for _, want := range []string{"BM25", "gemini-indexer", "Subscribe to a thread", "MRR@10"} {
+		if !strings.Contains(queueText, want) {
+			t.Fatalf("the work queue lacks %q:\n%s", want, queueText)
+		}
+	}
+	shot(t, ctx, "queue")
+
+	// The thread shows the model's close as a proposal, with confirm and reject.
+	run(t, ctx, "the proposal on its thread", chromedp.Navigate(base+"/console/threads/"+d.rich),
+		chromedp.WaitVisible(chromedp.CSS(`#moderation button[data-action="confirm"]`)), liveOrStatic)
+	if st := get(t, ctx, "proposal badge", chromedp.Text(chromedp.CSS(`#thread-state`))); !strings.Contains(st, "proposal") {
+		t.Fatalf("thread state before confirm: %q", st)
+	}
+	shot(t, ctx, "thread-proposal")
+
+	// Confirm the model's proposed close from the queue; the thread locks.
+	run(t, ctx, "back to the queue", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#proposals`)))
+	confirm := fmt.Sprintf(`#proposals form:has(input[name="id"][value=%q]) button[data-action="confirm"]`, d.rich)
+	run(t, ctx, "confirm the proposed close",
+		chromedp.Click(chromedp.CSS(confirm)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)),
+	)
+	flash := get(t, ctx, "read the flash", chromedp.Text(chromedp.CSS(`.flash`)))
+	if !strings.Contains(flash, "locked") {
+		t.Fatalf("flash after confirm: %q", flash)
+	}
+	run(t, ctx, "open the thread",
+		chromedp.Navigate(base+"/console/threads/"+d.rich),
+		chromedp.WaitVisible(chromedp.CSS(`#thread-state`)),
+	)
+	state := get(t, ctx, "read the thread state", chromedp.Text(chromedp.CSS(`#thread-state`)))
+	if !strings.Contains(state, "closed") || !strings.Contains(state, "locked") {
+		t.Fatalf("thread state after confirm: %q", state)
+	}
+	if status, out := n.api(t, "POST", "/api/v1/threads/"+d.rich+"/messages", d.writer, map[string]any{"kind": "note", "body": "one more"}); status != 409 || out["reason"] != "thread_closed" {
+		t.Fatalf("a message into the confirmed-closed thread: %d %v", status, out)
+	}
+	shot(t, ctx, "thread")
+	run(t, ctx, "scroll to the claims", chromedp.ScrollIntoView(chromedp.CSS(`#claims`)))
+	shot(t, ctx, "thread-claims")
+
+	// Approve the token application; the agent can write.
+	if status, out := n.api(t, "POST", "/api/v1/boards/lobby/threads", d.applicant, map[string]any{"kind": "ask", "body": "May I?"}); status != 403 || out["reason"] != "token_read_only" {
+		t.Fatalf("before approval: %d %v", status, out)
+	}
+	approve := fmt.Sprintf(`#request-%d button[data-action="approve"]`, d.requestID)
+	run(t, ctx, "approve the application",
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(approve)),
+		chromedp.Click(chromedp.CSS(approve)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)),
+	)
+	if status, out := n.api(t, "POST", "/api/v1/boards/lobby/threads", d.applicant, map[string]any{"kind": "ask", "body": "Now I may write."}); status != 200 {
+		t.Fatalf("after approval: %d %v", status, out)
+	}
+
+	// Live: an application that arrives while the queue is open appears
+	// without a reload.
+	run(t, ctx, "queue live", chromedp.Navigate(base+"/console/"),
+		poll(`document.getElementById("livestate").classList.contains("on")`, 10*time.Second))
+	n.mustAPI(t, "POST", "/api/v1/tokens/request", "", map[string]any{"label": "late-applicant", "purpose": "p", "model": "m", "client": "c", "provider": "p", "contact": "c"})
+	run(t, ctx, "the new application appears live",
+		poll(`document.getElementById("queue").innerText.includes("late-applicant")`, 15*time.Second))
+
+	// An agent's script renders inert, as text.
+	run(t, ctx, "open the hostile thread",
+		chromedp.Navigate(base+"/console/threads/"+d.evil),
+		chromedp.WaitVisible(chromedp.CSS(`.msg .body`)),
+	)
+	pwned := get(t, ctx, "window.__pwned", chromedp.Evaluate[int](`window.__pwned || 0`))
+	scripts := get(t, ctx, "elements", chromedp.Evaluate[int](`document.querySelectorAll(".msg .body *").length + [...document.querySelectorAll(".msg b")].filter(e => e.textContent === "bold").length`))
+	body := get(t, ctx, "body", chromedp.Text(chromedp.CSS(`.msg .body`)))
+	title := get(t, ctx, "title", chromedp.Title())
+	if pwned != 0 || scripts != 0 || title == "owned" || !strings.Contains(body, "<script>window.__pwned=1") {
+		t.Fatalf("hostile body: pwned=%d elements=%d title=%q body=%q", pwned, scripts, title, body)
+	}
+
+	// A forged POST without the CSRF token is refused: from the page itself
+	// (cookie sent, no token) and from a form on another origin.
+	status := get(t, ctx, "forged fetch",
+		chromedp.Evaluate[int](fmt.Sprintf(`fetch("/console/op/post_threads_id_pin", {method: "POST", body: new URLSearchParams({id: %q})}).then(r => r.status)`, d.open), chromedp.EvalAwaitPromise))
+	if status != http.StatusForbidden {
+		t.Fatalf("forged fetch: %d", status)
+	}
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s/console/op/post_threads_id_llm_replies"><input name="id" value="%s"><input name="forbidden" value="true"></form><script>document.getElementById("f").submit()</script>`, base, d.open)
+	}))
+	defer evil.Close()
+	run(t, ctx, "forged cross-origin form",
+		chromedp.Navigate(evil.URL),
+		poll(`location.pathname.startsWith("/console/") && document.readyState === "complete"`, 10*time.Second),
+	)
+	forged := get(t, ctx, "the forged form's answer", chromedp.Evaluate[string](`document.body.innerText`))
+	if !strings.Contains(forged, "csrf") && !strings.Contains(forged, "Log in") {
+		t.Fatalf("the forged form was not refused:\n%s", forged)
+	}
+	th := n.mustAPI(t, "GET", "/api/v1/threads/"+d.open, "", nil)["thread"].(map[string]any)
+	if th["pinned"] != false || th["llm_reply_forbidden"] != false {
+		t.Fatalf("a forged request changed the thread: %v", th)
+	}
+
+	// The other main pages, for the record.
+	for _, p := range []struct{ name, path, ready string }{
+		{"threads", "/console/threads", "#threads"},
+		{"boards", "/console/boards", "#boards"},
+		{"tokens", "/console/tokens", "#tokens"},
+		{"corpus", "/console/corpus", "#conversations"},
+		{"federation", "/console/federation", "#heads"},
+		{"settings", "/console/settings", "#password"},
+	} {
+		run(t, ctx, p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)), liveOrStatic)
+		shot(t, ctx, p.name)
+	}
+	run(t, ctx, "conversation", chromedp.Navigate(base+"/console/corpus"),
+		chromedp.Click(chromedp.CSS(`#conversations a.title`)), chromedp.WaitVisible(chromedp.CSS(`#relationships`)), liveOrStatic)
+	shot(t, ctx, "conversation")
+	run(t, ctx, "search", chromedp.Navigate(base+"/console/corpus?search=snapshot+sequence"), chromedp.WaitVisible(chromedp.CSS(`#results`)), liveOrStatic)
+	shot(t, ctx, "corpus-search")
+}

@@ -1,0 +1,282 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/realm/session"
+	"relay/store"
+)
+
+// Prefix is where the console lives.
+const Prefix = "/console/"
+
+// CSP is the Content-Security-Policy of every console response: nothing
+// inline, nothing from elsewhere, never framed.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// Config is what the console needs of its node.
+type Config struct {
+	Realm   string
+	HumanID string // the human's identity, human:<name>
+	Version string
+	// Registry runs every operation the console reads or writes.
+	Registry *api.Registry
+	Sessions *session.Manager
+	// Store is read for what only the store knows: the heads of the realms
+	// it holds and equivocation evidence.
+	Store *store.Store
+	// Human is the principal a session acts as.
+	Human func() *api.Principal
+	// CheckSecret reports whether a string is the operator secret.
+	CheckSecret func(string) bool
+	// TrustForwardedProto: see realm.Config.
+	TrustForwardedProto bool
+	// LoginsPerMinute bounds login attempts per client address; 0 means 10.
+	LoginsPerMinute int
+	Logger          *slog.Logger
+}
+
+// Console is the operator's web console.
+type Console struct {
+	cfg       Config
+	log       *slog.Logger
+	done      chan struct{}
+	closeOnce sync.Once
+	logins    *addrLimiter
+
+	// The work queue as last gathered, valid while neither the registry's
+	// Changed channel nor the store's sequence has moved. Templates only
+	// read it.
+	qmu      sync.Mutex
+	qdata    *queueData
+	qseq     uint64
+	qchanged <-chan struct{}
+}
+
+// New returns the console.
+func New(cfg Config) *Console {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.LoginsPerMinute <= 0 {
+		cfg.LoginsPerMinute = 10
+	}
+	return &Console{cfg: cfg, log: cfg.Logger, done: make(chan struct{}),
+		logins: newAddrLimiter(rate.Every(time.Minute/time.Duration(cfg.LoginsPerMinute)), cfg.LoginsPerMinute)}
+}
+
+// Close ends the open live streams: call it when the node shuts down.
+func (c *Console) Close() { c.closeOnce.Do(func() { close(c.done) }) }
+
+// Handler serves /console and everything under /console/. It has its own
+// mux: the console's paths would clash with the corpus's root patterns
+// (/{endpoint_id}/…) in one mux, and nothing else lives under /console/.
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	h := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, secure(f)) }
+	h("GET /console", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix, http.StatusMovedPermanently) })
+	h("GET /console/assets/{name}", c.serveAsset)
+	h("GET /console/login", c.loginPage)
+	h("POST /console/login", c.login)
+	h("POST /console/logout", c.authed(c.logout))
+
+	h("GET /console/{$}", c.authed(c.queuePage))
+	h("GET /console/boards", c.authed(c.boardsPage))
+	h("GET /console/boards/{id}", c.authed(c.boardPage))
+	h("GET /console/threads", c.authed(c.threadsPage))
+	h("GET /console/threads/{id}", c.authed(c.threadPage))
+	h("GET /console/tokens", c.authed(c.tokensPage))
+	h("GET /console/corpus", c.authed(c.corpusPage))
+	h("GET /console/corpus/conversations/{id}", c.authed(c.conversationPage))
+	h("GET /console/federation", c.authed(c.federationPage))
+	h("GET /console/settings", c.authed(c.settingsPage))
+	h("POST /console/settings/password", c.authed(c.setPassword))
+	h("POST /console/settings/sessions/end", c.authed(c.endSessions))
+	h("POST /console/op/{key}", c.authed(c.operation))
+	h("GET /console/live", c.authed(c.live))
+	h("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s *visit) {
+		c.fail(w, r, s, http.StatusNotFound, protocol.Refusef(protocol.ReasonNotFound, "No console page %s.", r.URL.Path))
+	}))
+	return mux
+}
+
+// Owns reports whether a path is the console's.
+func Owns(path string) bool { return path == "/console" || strings.HasPrefix(path, Prefix) }
+
+// secure sets the headers every console response carries.
+func secure(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", CSP)
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		if !strings.HasPrefix(r.URL.Path, "/console/assets/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// visit is one request of a logged-in human.
+type visit struct {
+	cookie string
+	csrf   string
+	p      *api.Principal
+}
+
+// authed resolves the session; without one a page goes to the login. Every
+// POST must carry the session's CSRF token.
+func (c *Console) authed(f func(w http.ResponseWriter, r *http.Request, s *visit)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ck, err := r.Cookie(session.CookieName)
+		if err != nil || ck.Value == "" {
+			c.toLogin(w, r)
+			return
+		}
+		if _, err := c.cfg.Sessions.Resolve(r.Context(), ck.Value); err != nil {
+			if !errors.Is(err, session.ErrNoSession) {
+				c.log.Error("console: session", "err", err)
+			}
+			c.clearCookie(w, r, session.CookieName, "/")
+			c.toLogin(w, r)
+			return
+		}
+		p := c.cfg.Human()
+		if p == nil {
+			c.toLogin(w, r)
+			return
+		}
+		s := &visit{cookie: ck.Value, csrf: session.CSRFToken(ck.Value), p: p}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if !session.CheckCSRF(ck.Value, formValue(r, session.CSRFField)) {
+				c.fail(w, r, s, http.StatusForbidden, protocol.Refusef(protocol.ReasonCSRF, "This form was not sent by a console page of this session (its CSRF token is missing or wrong). Reload the page and try again."))
+				return
+			}
+		}
+		f(w, r, s)
+	}
+}
+
+// formValue reads a field of a urlencoded form body without the query.
+func formValue(r *http.Request, name string) string {
+	if err := r.ParseForm(); err != nil {
+		return ""
+	}
+	return r.PostForm.Get(name)
+}
+
+func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path != "/console/live" {
+		http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: Prefix, Error: "Your session has ended. Log in again."})
+}
+
+// isTLS reports whether the request came over TLS, directly or through a
+// proxy the operator trusts.
+func (c *Console) isTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	return c.cfg.TrustForwardedProto && strings.EqualFold(strings.TrimSpace(strings.Split(r.Header.Get("X-Forwarded-Proto"), ",")[0]), "https")
+}
+
+func (c *Console) setCookie(w http.ResponseWriter, r *http.Request, name, value, path string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.isTLS(r)})
+}
+
+func (c *Console) clearCookie(w http.ResponseWriter, r *http.Request, name, path string) {
+	c.setCookie(w, r, name, "", path, -1)
+}
+
+// safeReturn is where to go after a form: a console path, never elsewhere.
+func safeReturn(s string) string {
+	if !strings.HasPrefix(s, Prefix) || strings.HasPrefix(s, "//") || strings.ContainsAny(s, "\\\r\n") {
+		return Prefix
+	}
+	return s
+}
+
+// call runs an operation as the human and returns its result as API
+// clients see it: the JSON it encodes to, decoded.
+func (c *Console) call(ctx context.Context, s *visit, key string, args map[string]any) (map[string]any, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	out, err := c.cfg.Registry.Call(ctx, s.p, key, b)
+	if err != nil {
+		return nil, err
+	}
+	return asMap(out)
+}
+
+func asMap(v any) (map[string]any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	return m, dec.Decode(&m)
+}
+
+// refusal is an error as the human may read it: a refusal's reason and
+// message; anything else is logged and shown as internal.
+func (c *Console) refusal(err error) *protocol.Refusal {
+	var ref *protocol.Refusal
+	if errors.As(err, &ref) {
+		return ref
+	}
+	c.log.Error("console: operation failed", "err", err)
+	return protocol.Refuse(protocol.ReasonInternal)
+}
+
+// addrLimiter limits attempts per client address.
+type addrLimiter struct {
+	mu    sync.Mutex
+	every rate.Limit
+	burst int
+	m     map[string]*rate.Limiter
+}
+
+func newAddrLimiter(every rate.Limit, burst int) *addrLimiter {
+	return &addrLimiter{every: every, burst: burst, m: map[string]*rate.Limiter{}}
+}
+
+func (l *addrLimiter) allow(r *http.Request) bool {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.m) > 10000 { // forget the quiet ones rather than grow without bound
+		clear(l.m)
+	}
+	lim := l.m[host]
+	if lim == nil {
+		lim = rate.NewLimiter(l.every, l.burst)
+		l.m[host] = lim
+	}
+	return lim.Allow()
+}

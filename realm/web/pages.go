@@ -1,0 +1,595 @@
+package web
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/realm/secret"
+	"relay/realm/session"
+)
+
+// loginCookie carries the login form's double-submit token, so a page
+// elsewhere cannot log a browser in to a session of its choosing.
+const loginCookie = "relay_login"
+
+type loginData struct {
+	Error, Notice, Next, Token string
+	HasPassword                bool
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	next := safeReturn(r.URL.Query().Get("next"))
+	if ck, err := r.Cookie(session.CookieName); err == nil {
+		if _, err := c.cfg.Sessions.Resolve(r.Context(), ck.Value); err == nil {
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return
+		}
+	}
+	d := loginData{Next: next}
+	if r.URL.Query().Has("out") {
+		d.Notice = "You are logged out."
+	}
+	c.renderLogin(w, r, http.StatusOK, d)
+}
+
+func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, d loginData) {
+	tok, _ := secret.New()
+	c.setCookie(w, r, loginCookie, tok, "/console/login", 600)
+	d.Token = tok
+	_, d.HasPassword = c.cfg.Sessions.PasswordSetAt()
+	c.render(w, r, nil, status, "login", view{Title: "Log in", Data: d})
+}
+
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	next := safeReturn(formValue(r, "next"))
+	if !c.logins.allow(r) {
+		c.renderLogin(w, r, http.StatusTooManyRequests, loginData{Next: next, Error: "Too many attempts from this address; wait a minute."})
+		return
+	}
+	ck, err := r.Cookie(loginCookie)
+	if err != nil || ck.Value == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(r.PostForm.Get("login_csrf"))) != 1 {
+		c.renderLogin(w, r, http.StatusForbidden, loginData{Next: next, Error: "The login form had expired or did not come from this page (csrf). Try again."})
+		return
+	}
+	cred := strings.TrimSpace(r.PostForm.Get("secret"))
+	via := ""
+	switch {
+	case cred == "":
+	case c.cfg.CheckSecret(cred):
+		via = session.ViaSecret
+	case c.cfg.Sessions.CheckPassword(r.PostForm.Get("secret")):
+		via = session.ViaPassword
+	}
+	if via == "" {
+		c.log.Warn("console: failed login", "addr", r.RemoteAddr)
+		c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: next, Error: "That is neither the operator secret nor the operator's password."})
+		return
+	}
+	cookie, _, err := c.cfg.Sessions.Create(r.Context(), via)
+	if err != nil {
+		c.log.Error("console: create session", "err", err)
+		c.renderLogin(w, r, http.StatusServiceUnavailable, loginData{Next: next, Error: "The session could not be stored; try again."})
+		return
+	}
+	c.clearCookie(w, r, loginCookie, "/console/login")
+	c.setCookie(w, r, session.CookieName, cookie, "/", 0)
+	c.log.Info("console: login", "via", via, "addr", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *visit) {
+	if err := c.cfg.Sessions.End(r.Context(), s.cookie); err != nil {
+		c.log.Error("console: logout", "err", err)
+	}
+	c.clearCookie(w, r, session.CookieName, "/")
+	http.Redirect(w, r, "/console/login?out=1", http.StatusSeeOther)
+}
+
+// queueData is the human's work queue.
+type queueData struct {
+	Proposals []map[string]any
+	Requests  []map[string]any
+	Features  []map[string]any
+	Claims    []map[string]any
+	Problems  []string // parts that could not be read
+}
+
+func (q *queueData) total() int {
+	return len(q.Proposals) + len(q.Requests) + len(q.Features) + len(q.Claims)
+}
+
+// queueThreadLimit bounds the threads the queue looks through per state.
+const queueThreadLimit = 200
+
+// queue is what waits for the human. Gathering it reads every thread, so
+// it is kept until an operation writes or the store's sequence moves;
+// every page shows its count in the nav, and a live page fetches itself
+// after every change.
+func (c *Console) queue(r *http.Request, s *visit) *queueData {
+	changed, seq := c.cfg.Registry.Changed(), c.cfg.Store.Sequence() // before reading: a change during it makes the result stale
+	c.qmu.Lock()
+	if q := c.qdata; q != nil && c.qseq == seq && c.qchanged == changed && !closed(changed) {
+		c.qmu.Unlock()
+		return q
+	}
+	c.qmu.Unlock()
+	q := c.gather(r, s)
+	if len(q.Problems) == 0 {
+		c.qmu.Lock()
+		c.qdata, c.qseq, c.qchanged = q, seq, changed
+		c.qmu.Unlock()
+	}
+	return q
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// gather reads the queue, all through the registry.
+func (c *Console) gather(r *http.Request, s *visit) *queueData {
+	ctx := r.Context()
+	q := &queueData{}
+	problem := func(what string, err error) {
+		q.Problems = append(q.Problems, what+": "+c.refusal(err).Message)
+	}
+	for _, st := range protocol.States {
+		if st == protocol.StateOpen {
+			continue // a thread is born open: never a proposal
+		}
+		out, err := c.call(ctx, s, "get_threads", map[string]any{"state": st, "limit": queueThreadLimit})
+		if err != nil {
+			problem("proposals", err)
+			break
+		}
+		for _, t := range maps(out["threads"]) {
+			if t["proposal"] == true {
+				q.Proposals = append(q.Proposals, t)
+			}
+		}
+	}
+	sort.SliceStable(q.Proposals, func(i, j int) bool {
+		return fmt.Sprint(q.Proposals[i]["state_set_at"]) > fmt.Sprint(q.Proposals[j]["state_set_at"])
+	})
+	if out, err := c.call(ctx, s, "get_token_requests", nil); err != nil {
+		problem("token applications", err)
+	} else {
+		for _, req := range maps(out["requests"]) {
+			switch req["status"] {
+			case "pending", "in_review", "deferred":
+				q.Requests = append(q.Requests, req)
+			}
+		}
+	}
+	if out, err := c.call(ctx, s, "get_features", nil); err != nil {
+		problem("feature requests", err)
+	} else {
+		for _, f := range maps(out["features"]) {
+			switch f["status"] {
+			case "open", "accepted", "planned":
+				q.Features = append(q.Features, f)
+			}
+		}
+	}
+	// Claims that someone other than their author supported wait for a seal.
+	if out, err := c.call(ctx, s, "get_threads", map[string]any{"limit": queueThreadLimit}); err != nil {
+		problem("claims", err)
+	} else {
+		for _, t := range maps(out["threads"]) {
+			if num(t["claim_count"]) == 0 {
+				continue
+			}
+			cl, err := c.call(ctx, s, "get_threads_id_claims", map[string]any{"id": t["id"]})
+			if err != nil {
+				problem("claims", err)
+				break
+			}
+			for _, claim := range maps(cl["claims"]) {
+				if claim["state"] == string(protocol.ClaimSupported) {
+					claim["thread_title"] = t["title"]
+					q.Claims = append(q.Claims, claim)
+				}
+			}
+		}
+	}
+	return q
+}
+
+func (c *Console) queueCount(r *http.Request, s *visit) int { return c.queue(r, s).total() }
+
+func maps(v any) []map[string]any {
+	var out []map[string]any
+	for _, e := range asList(v) {
+		if m, ok := e.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func (c *Console) queuePage(w http.ResponseWriter, r *http.Request, s *visit) {
+	q := c.queue(r, s)
+	c.render(w, r, s, http.StatusOK, "queue", view{Title: "Work queue", Nav: "queue", Data: q, Live: true, Queue: q.total()})
+}
+
+func (c *Console) boardsPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	out, err := c.call(r.Context(), s, "get_boards", nil)
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	c.render(w, r, s, http.StatusOK, "boards", view{Title: "Boards", Nav: "boards", Data: out, Live: true})
+}
+
+func (c *Console) boardPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	id := r.PathValue("id")
+	board, err := c.call(r.Context(), s, "get_boards_id", map[string]any{"id": id})
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	threads, err := c.call(r.Context(), s, "get_boards_id_threads", map[string]any{"id": id})
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	c.render(w, r, s, http.StatusOK, "board", view{Title: "Board " + fmt.Sprint(field(board, "board", "name")), Nav: "boards", Live: true,
+		Data: map[string]any{"board": board["board"], "threads": threads["threads"]}})
+}
+
+func (c *Console) threadsPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	args := map[string]any{"limit": 200}
+	q := r.URL.Query()
+	for _, name := range []string{"state", "board", "creator", "realm"} {
+		if v := strings.TrimSpace(q.Get(name)); v != "" {
+			args[name] = v
+		}
+	}
+	out, err := c.call(r.Context(), s, "get_threads", args)
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	out["filter"] = args
+	c.render(w, r, s, http.StatusOK, "threads", view{Title: "Threads", Nav: "threads", Data: out, Live: true})
+}
+
+func (c *Console) threadPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	th, err := c.call(ctx, s, "get_threads_id", map[string]any{"id": id})
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	d := map[string]any{"thread": th["thread"], "messages": th["messages"]}
+	tid := field(th, "thread", "id")
+	if cl, err := c.call(ctx, s, "get_threads_id_claims", map[string]any{"id": tid}); err == nil {
+		d["claims"] = cl["claims"]
+	}
+	if ev, err := c.call(ctx, s, "get_threads_id_events", map[string]any{"id": tid}); err == nil {
+		d["events"] = ev["events"]
+	}
+	if b, err := c.call(ctx, s, "get_boards_id", map[string]any{"id": fmt.Sprint(field(th, "thread", "board"))}); err == nil {
+		d["board"] = b["board"]
+	}
+	var msgs []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		for _, m := range maps(v) {
+			msgs = append(msgs, m)
+			walk(m["replies"])
+		}
+	}
+	walk(th["messages"])
+	d["flat"] = msgs
+	c.render(w, r, s, http.StatusOK, "thread", view{Title: "Thread " + fmt.Sprint(tid), Nav: "threads", Data: d, Live: true})
+}
+
+// field reads a nested field of a decoded result.
+func field(m map[string]any, path ...string) any {
+	var v any = m
+	for _, p := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[p]
+	}
+	return v
+}
+
+func (c *Console) tokensPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	c.renderTokens(w, r, s, nil)
+}
+
+// renderTokens shows the tokens; issued is a token just issued, whose
+// secret is shown this once.
+func (c *Console) renderTokens(w http.ResponseWriter, r *http.Request, s *visit, issued map[string]any) {
+	toks, err := c.call(r.Context(), s, "get_tokens", nil)
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	reqs, err := c.call(r.Context(), s, "get_token_requests", nil)
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	d := map[string]any{"tokens": toks["tokens"], "requests": reqs["requests"], "issued": issued}
+	c.render(w, r, s, http.StatusOK, "tokens", view{Title: "Tokens", Nav: "tokens", Data: d})
+}
+
+func (c *Console) corpusPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	d := map[string]any{"q": q.Get("q"), "search": q.Get("search"), "tag": q.Get("tag")}
+	if text := strings.TrimSpace(q.Get("search")); text != "" {
+		res, err := c.call(ctx, s, "search", map[string]any{"q": text, "limit": 50})
+		if err != nil {
+			d["error"] = c.refusal(err)
+		} else {
+			d["results"] = res
+		}
+	}
+	args := map[string]any{"limit": 50}
+	if v := strings.TrimSpace(q.Get("q")); v != "" {
+		args["q"] = v
+	}
+	if v := strings.TrimSpace(q.Get("tag")); v != "" {
+		args["tag"] = v
+	}
+	if v := strings.TrimSpace(q.Get("after")); v != "" {
+		var n uint64
+		if _, err := fmt.Sscan(v, &n); err == nil {
+			args["after"] = n
+		}
+	}
+	convs, err := c.call(ctx, s, "list_conversations", args)
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	d["conversations"] = convs
+	if tags, err := c.call(ctx, s, "get_tags", map[string]any{"limit": 30}); err == nil {
+		d["tags"] = tags["tags"]
+	}
+	c.render(w, r, s, http.StatusOK, "corpus", view{Title: "Corpus", Nav: "corpus", Data: d, Live: true})
+}
+
+func (c *Console) conversationPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	conv, err := c.call(ctx, s, "get_conversation", map[string]any{"conversation_id": id})
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	d := map[string]any{"conversation": conv["conversation"]}
+	if msgs, err := c.call(ctx, s, "get_messages", map[string]any{"conversation_id": id, "limit": 1000}); err == nil {
+		d["messages"] = msgs["messages"]
+	}
+	if rels, err := c.call(ctx, s, "list_relationships", map[string]any{"conversation_id": id, "direction": "both", "state": "all", "limit": 1000}); err == nil {
+		d["relationships"] = rels["relationships"]
+	}
+	c.render(w, r, s, http.StatusOK, "conversation", view{Title: "Conversation", Nav: "corpus", Data: d, Live: true})
+}
+
+// headRow is one realm the store holds events of.
+type headRow struct {
+	Realm string
+	Seq   uint64
+	CID   string
+	Local bool
+}
+
+// evidenceRow is one event of an equivocation.
+type evidenceRow struct {
+	Realm string
+	Seq   uint64
+	CID   string
+	Bytes int
+}
+
+func (c *Console) federationPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	d := struct {
+		Heads         []headRow
+		Equivocations []evidenceRow
+		Error         string
+	}{}
+	heads, err := c.cfg.Store.Heads()
+	if err != nil {
+		d.Error = "The store could not be read: " + c.refusal(err).Message
+	}
+	for realm, h := range heads {
+		d.Heads = append(d.Heads, headRow{Realm: string(realm), Seq: h.Seq, CID: h.CID.String(), Local: string(realm) == c.cfg.Realm})
+	}
+	sort.Slice(d.Heads, func(i, j int) bool {
+		if d.Heads[i].Local != d.Heads[j].Local {
+			return d.Heads[i].Local
+		}
+		return d.Heads[i].Realm < d.Heads[j].Realm
+	})
+	ev, err := c.cfg.Store.Equivocations()
+	if err != nil && d.Error == "" {
+		d.Error = "The store could not be read: " + c.refusal(err).Message
+	}
+	for _, e := range ev {
+		d.Equivocations = append(d.Equivocations, evidenceRow{Realm: string(e.Realm), Seq: e.Seq, CID: e.CID.String(), Bytes: len(e.Raw)})
+	}
+	c.render(w, r, s, http.StatusOK, "federation", view{Title: "Federation", Nav: "federation", Data: d, Live: true})
+}
+
+func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, s *visit) {
+	list, err := c.cfg.Sessions.List()
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	at, ok := c.cfg.Sessions.PasswordSetAt()
+	d := map[string]any{"sessions": list, "password_set": ok, "password_set_at": at, "min_password": session.MinPassword}
+	c.render(w, r, s, http.StatusOK, "settings", view{Title: "Settings", Nav: "settings", Data: d})
+}
+
+// setPassword sets the operator's password. The current credential (the
+// operator secret, or the password if one is set) is asked again, so a
+// session left open cannot change how one logs in.
+func (c *Console) setPassword(w http.ResponseWriter, r *http.Request, s *visit) {
+	cur, pw, again := r.PostForm.Get("current"), r.PostForm.Get("password"), r.PostForm.Get("again")
+	var f flash
+	switch {
+	case !c.cfg.CheckSecret(strings.TrimSpace(cur)) && !c.cfg.Sessions.CheckPassword(cur):
+		f = flash{Reason: string(protocol.ReasonForbidden), Text: "The current credential is neither the operator secret nor the password."}
+	case pw != again:
+		f = flash{Reason: string(protocol.ReasonInvalidBody), Text: "The two new passwords differ."}
+	default:
+		if err := c.cfg.Sessions.SetPassword(r.Context(), pw); err != nil {
+			ref := c.refusal(err)
+			f = flash{Reason: string(ref.Reason), Text: ref.Message}
+		} else {
+			f = flash{OK: true, Text: "The password is set: it logs in to this console as the operator secret does."}
+		}
+	}
+	c.setFlash(w, r, f)
+	http.Redirect(w, r, "/console/settings", http.StatusSeeOther)
+}
+
+// endSessions ends every session, this one included.
+func (c *Console) endSessions(w http.ResponseWriter, r *http.Request, s *visit) {
+	if err := c.cfg.Sessions.EndAll(r.Context()); err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	c.clearCookie(w, r, session.CookieName, "/")
+	http.Redirect(w, r, "/console/login?out=1", http.StatusSeeOther)
+}
+
+// operation runs one write operation of the registry from a form: the
+// fields are its arguments, converted by its input schema as a query string
+// is; then back to the page the form names.
+func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *visit) {
+	back := safeReturn(r.PostForm.Get("return"))
+	key := r.PathValue("key")
+	op, ok := c.cfg.Registry.Lookup(key)
+	if !ok || op.Method == http.MethodGet || op.Method == http.MethodHead {
+		c.fail(w, r, s, http.StatusNotFound, protocol.Refusef(protocol.ReasonOperationNotFound, "No write operation %q.", key))
+		return
+	}
+	args := formArgs(op, r.PostForm)
+	b, err := json.Marshal(args)
+	if err != nil {
+		c.fail(w, r, s, 0, err)
+		return
+	}
+	out, err := c.cfg.Registry.Call(r.Context(), s.p, key, b)
+	if err != nil {
+		ref := c.refusal(err)
+		c.setFlash(w, r, flash{Reason: string(ref.Reason), Text: ref.Message})
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	res, _ := asMap(out)
+	if key == "post_tokens" {
+		c.renderTokens(w, r, s, res) // the secret is shown once, never put in a cookie
+		return
+	}
+	c.setFlash(w, r, flash{OK: true, Text: doneText(op, res)})
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// formFields that are the console's own, not arguments.
+var formFields = map[string]bool{session.CSRFField: true, "return": true}
+
+// formArgs turns a form into an operation's arguments: empty fields are
+// left out, except that a listed array field is always sent (an empty
+// list of rights means read only).
+func formArgs(op *api.Operation, form url.Values) map[string]any {
+	args := map[string]any{}
+	for name, vals := range form {
+		prop := api.Property(op.Input, name)
+		if formFields[name] || prop == nil {
+			continue
+		}
+		var set []string
+		for _, v := range vals {
+			if v = strings.TrimSpace(v); v != "" {
+				set = append(set, v)
+			}
+		}
+		isArray := prop.Type == "array" || slices.Contains(prop.Types, "array")
+		switch {
+		case isArray && len(set) == 0:
+			args[name] = []any{}
+		case len(set) == 0:
+		default:
+			args[name] = api.ArgValue(prop, set)
+		}
+	}
+	return args
+}
+
+// doneText says what a write did, from its result.
+func doneText(op *api.Operation, res map[string]any) string {
+	if m, ok := res["message"].(map[string]any); ok {
+		return fmt.Sprintf("Posted %v (%v).", m["id"], m["kind"])
+	}
+	if t, ok := res["thread"].(map[string]any); ok {
+		s := fmt.Sprintf("%v is %v", t["id"], t["state"])
+		switch {
+		case t["locked"] == true:
+			s += ", confirmed and locked"
+		case t["proposal"] == true:
+			s += " (a proposal)"
+		case t["state_origin"] != nil:
+			s += ", confirmed"
+		}
+		if t["pinned"] == true {
+			s += "; pinned"
+		}
+		if t["llm_reply_forbidden"] == true {
+			s += "; AI replies forbidden"
+		}
+		return s + "."
+	}
+	if req, ok := res["request"].(map[string]any); ok {
+		return fmt.Sprintf("Access request %v is %v; %v now holds %v.", req["id"], req["status"], req["identity"], joinList(req["rights"]))
+	}
+	if f, ok := res["feature"].(map[string]any); ok {
+		return fmt.Sprintf("Feature request %v is %v.", f["id"], f["status"])
+	}
+	if cl, ok := res["claim"].(map[string]any); ok {
+		return fmt.Sprintf("Claim %v is %v.", cl["id"], cl["state"])
+	}
+	if _, ok := res["identity"]; ok && res["rights"] != nil {
+		s := fmt.Sprintf("Token %v (%v) holds %v", res["id"], res["identity"], joinList(res["rights"]))
+		if res["revoked_at"] != nil {
+			s += "; revoked"
+		}
+		return s + "."
+	}
+	return op.Purpose + " Done."
+}
+
+func joinList(v any) string {
+	var parts []string
+	for _, e := range asList(v) {
+		parts = append(parts, fmt.Sprint(e))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
