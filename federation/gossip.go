@@ -207,8 +207,7 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 		case errors.Is(err, store.ErrDuplicate):
 			return pubsub.ValidationAccept
 		case errors.Is(err, store.ErrGap):
-			s.hold(realm, ev.Seq, raw)
-			s.kick(from)
+			s.hold(realm, ev.Seq, raw, from)
 			return pubsub.ValidationAccept // signed by its realm: others may need it
 		case errors.Is(err, store.ErrEquivocation):
 			s.quarantine(realm, "equivocation at seq "+itoa(ev.Seq)+": "+c.String())
@@ -238,8 +237,14 @@ func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err erro
 	s.quarantine(realm, "event "+itoa(ev.Seq)+" ("+ev.Type+") refused: "+err.Error())
 }
 
-// hold keeps a gossiped event that arrived ahead of the held chain.
-func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte) {
+// gapGrace is how long a gap in gossip may last before catch-up is asked
+// to fill it: validations run concurrently, so an event often arrives a
+// moment before the one it follows, which needs no round trip.
+const gapGrace = 250 * time.Millisecond
+
+// hold keeps a gossiped event that arrived ahead of the held chain, and
+// asks from for a catch-up pass if the gap outlives gapGrace.
+func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte, from peer.ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.pending[realm]
@@ -250,6 +255,25 @@ func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte) {
 	if len(m) < 10_000 {
 		m[seq] = append([]byte(nil), raw...)
 	}
+	if s.gapTimers[realm] {
+		return
+	}
+	s.gapTimers[realm] = true
+	time.AfterFunc(gapGrace, func() {
+		s.mu.Lock()
+		delete(s.gapTimers, realm)
+		gapped := len(s.pending[realm]) > 0
+		s.mu.Unlock()
+		if gapped && s.ctx.Err() == nil {
+			s.flushPending(realm)
+			s.mu.Lock()
+			gapped = len(s.pending[realm]) > 0
+			s.mu.Unlock()
+			if gapped {
+				s.kick(from)
+			}
+		}
+	})
 }
 
 // flushPending stores the held events that now follow the chain.

@@ -18,6 +18,10 @@ import (
 // streamTimeout bounds one catch-up exchange, either side.
 const streamTimeout = 30 * time.Second
 
+// farBehind is how many events behind a peer this node must be to pull them
+// all at once rather than leave the newest to gossip.
+const farBehind = 2 * defaultRangeSize
+
 // serveSync answers one catch-up request.
 func (s *Service) serveSync(str network.Stream) {
 	defer str.Close()
@@ -220,8 +224,9 @@ func (s *Service) syncWorker(ctx context.Context, p *peerState) {
 	// Right after a connection, realms are still being learned around the
 	// net: look again soon, twice, before settling on the interval.
 	soon := []time.Duration{time.Second, 2 * time.Second}
+	kicked := false
 	for {
-		if err := s.syncWith(ctx, p); err != nil && ctx.Err() == nil {
+		if err := s.syncWith(ctx, p, kicked); err != nil && ctx.Err() == nil {
 			s.log.Debug("federation: catch-up", "peer", p.id, "err", err)
 			s.mu.Lock()
 			p.lastErr = err.Error()
@@ -231,12 +236,14 @@ func (s *Service) syncWorker(ctx context.Context, p *peerState) {
 		if len(soon) > 0 {
 			early, soon = time.After(soon[0]), soon[1:]
 		}
+		kicked = false
 		select {
 		case <-ctx.Done():
 			return
 		case <-early:
 		case <-t.C:
 		case <-p.kick:
+			kicked = true
 			// Let a burst of kicks (a run of gossiped gaps) become one pass.
 			select {
 			case <-ctx.Done():
@@ -262,7 +269,9 @@ func (s *Service) kick(p peer.ID) {
 }
 
 // syncWith compares heads with p and pulls every realm p is ahead in.
-func (s *Service) syncWith(ctx context.Context, p *peerState) error {
+// A kicked pass (a gap that gossip did not fill) pulls everything the peer
+// has; a routine pass leaves the newest events to gossip.
+func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error {
 	a, err := s.fetchHeads(ctx, p.id)
 	if err != nil {
 		return err
@@ -281,6 +290,7 @@ func (s *Service) syncWith(ctx context.Context, p *peerState) error {
 		theirs[protocol.Realm(h.Realm)] = protocol.Head{Seq: h.Seq, CID: c}
 	}
 	s.mu.Lock()
+	before := p.heads
 	p.heads = theirs
 	p.lastSync = time.Now().UTC()
 	p.lastErr = ""
@@ -301,7 +311,18 @@ func (s *Service) syncWith(ctx context.Context, p *peerState) error {
 		m := mine[realm]
 		switch {
 		case h.Seq > m.Seq:
-			if err := s.pull(ctx, p.id, realm, key, m.Seq+1, h.Seq); err != nil {
+			// What the peer held at the last exchange and this node still
+			// lacks is missing; what it gained since is likely still on its
+			// way by gossip, unless this node is far behind (or the pair
+			// has not compared before), when pulling it all is faster.
+			to := h.Seq
+			if prev, ok := before[realm]; ok && !kicked && h.Seq-m.Seq < farBehind {
+				to = min(to, prev.Seq)
+			}
+			if to <= m.Seq {
+				continue
+			}
+			if err := s.pull(ctx, p.id, realm, key, m.Seq+1, to); err != nil {
 				return err
 			}
 		case h.Seq > 0 && h.Seq <= m.Seq:
