@@ -15,8 +15,9 @@ import (
 	"relay/store"
 )
 
-// TopicPrefix names the live topics: one per origin realm.
-const TopicPrefix = "/relay/events/1/"
+// TopicPrefix names the live topics: one per origin realm. Every message
+// carries its topic, so the name is short.
+const TopicPrefix = "relay/e1/"
 
 // DirectoryTopic carries signed realm descriptors, so that a realm learns of
 // realms it is not peered with (and joins their topics) at once.
@@ -52,11 +53,12 @@ func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
 	)
 }
 
-// messageID is the first 20 bytes of the event's digest: unique enough, and
-// short, since IDONTWANT and IHAVE carry IDs.
+// messageID is the first 12 bytes of the event's SHA-256: 96 bits, beyond
+// any accidental or contrived collision, and short, since every IDONTWANT
+// and IHAVE carries IDs.
 func messageID(m *pb.Message) string {
 	d := sha256.Sum256(m.GetData())
-	return string(d[:20])
+	return string(d[:12])
 }
 
 // scoreParams score peers down for invalid messages (forged, malformed,

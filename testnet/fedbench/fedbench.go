@@ -227,6 +227,7 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			in += after - wireBefore[i+1]
 		}
 		res.WireInPerRecv = float64(in) / float64(events) / float64(len(net.Realms)-1)
+
 		res.WireRatio = res.WireInPerRecv / res.EventBytes
 	}
 	return nil
