@@ -30,6 +30,9 @@ var (
 	// ErrStop, returned from an Iterate callback, ends the iteration early;
 	// Iterate then returns nil.
 	ErrStop = errors.New("store: stop iteration")
+	// ErrLocked is returned by Open when another process (a running node)
+	// holds the store's directory: Badger allows one at a time.
+	ErrLocked = errors.New("store: in use by another process")
 	// ErrReservedKey is returned by Set and Delete of a key under e/, m/ or x/:
 	// the store alone writes the log, its meta and the evidence.
 	ErrReservedKey = errors.New("store: reserved key")

@@ -1,0 +1,112 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+)
+
+// Checked is an event its caller decoded with protocol.DecodeEvent and whose
+// signature it verified: what Restore appends.
+type Checked struct {
+	Event *protocol.Event
+	CID   cid.Cid // CIDOf(Raw), as DecodeEvent returned it
+	Raw   []byte  // canonical signed encoding; kept, so not to be changed after
+}
+
+// Restore appends already checked events, in order, in one op: one Badger
+// transaction, against one fsync. It is the bulk path of `relay import`,
+// where decoding and signature checks run in parallel ahead of the store.
+// Each event must extend its realm's chain as the op sees it (else
+// protocol.ErrChainBroken, and nothing of the op is stored); each gets the
+// next node Sequence and runs through every projector, as with Ingest.
+// Unlike Ingest it keeps no equivocation evidence: a restore either extends
+// every chain or fails. The op must fit one transaction (see fits), so the
+// caller bounds how many events and bytes it passes.
+func (s *Store) Restore(ctx context.Context, evs []Checked) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		for _, e := range evs {
+			if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
+				return nil, fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
+			}
+			if _, err := tx.appendEvent(e.Event, e.CID, e.Raw); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}})
+	return err
+}
+
+// EachEvent calls fn for every event the transaction's snapshot holds with
+// node Sequence > after, in Sequence order, until fn returns an error
+// (ErrStop ends it quietly). Meant for a View: one consistent snapshot
+// however long the walk, which is what an export needs.
+func (tx *Tx) EachEvent(after uint64, fn func(*StoredEvent) error) error {
+	return tx.Iterate(prefixSequence, false, func(k, v []byte) error {
+		n, err := decodeU64(k[len(prefixSequence):])
+		if err != nil {
+			return err
+		}
+		if n <= after {
+			return nil
+		}
+		se, err := tx.eventByCIDBytes(v)
+		if err != nil {
+			return err
+		}
+		return fn(se)
+	})
+}
+
+// Heads returns the newest event of every realm the transaction sees.
+func (tx *Tx) Heads() (map[protocol.Realm]protocol.Head, error) {
+	out := make(map[protocol.Realm]protocol.Head)
+	err := tx.Iterate(prefixHead, false, func(k, v []byte) error {
+		h, err := decodeHead(v)
+		if err != nil {
+			return err
+		}
+		out[protocol.Realm(k[len(prefixHead):])] = h
+		return nil
+	})
+	return out, err
+}
+
+// RaiseID sets the NextID counter name to n when it is lower, so that NextID
+// continues after numbers the log already holds: after a restore, the
+// counters (local, not in the log) start at zero while the events carry the
+// numbers handed out before.
+func (tx *Tx) RaiseID(name string, n uint64) error {
+	if tx.readOnly {
+		return ErrReadOnly
+	}
+	if name == "" {
+		return fmt.Errorf("store: RaiseID needs a name")
+	}
+	key := idKey(name)
+	switch v, err := tx.Get(key); {
+	case errors.Is(err, ErrNotFound):
+	case err != nil:
+		return err
+	default:
+		cur, err := decodeU64(v)
+		if err != nil {
+			return err
+		}
+		if cur >= n {
+			return nil
+		}
+	}
+	if n > 0 {
+		tx.put(key, u64(n))
+	}
+	return nil
+}
