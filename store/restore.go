@@ -18,20 +18,26 @@ type Checked struct {
 	Raw   []byte  // canonical signed encoding; kept, so not to be changed after
 }
 
-// Restore appends already checked events, in order, in one op: one Badger
-// transaction, against one fsync. It is the bulk path of `relay import`,
-// where decoding and signature checks run in parallel ahead of the store.
-// Each event must extend its realm's chain as the op sees it (else
-// protocol.ErrChainBroken, and nothing of the op is stored); each gets the
-// next node Sequence and runs through every projector, as with Ingest.
-// Unlike Ingest it keeps no equivocation evidence: a restore either extends
-// every chain or fails. The op must fit one transaction (see fits), so the
+// Restore queues already checked events to be appended, in order, in one
+// op: one Badger transaction, against one fsync. It is the bulk path of
+// `relay import`, where decoding and signature checks run in parallel ahead
+// of the store. The op first checks that the node Sequence is after (the
+// events then get after+1, after+2 …), so a caller can queue the next chunk
+// before the last is durable — the committer projects it while the writer
+// commits the one before — and still never store a chunk whose predecessor
+// failed. Each event must extend its realm's chain as the op sees it (else
+// protocol.ErrChainBroken) and runs through every projector, as with Ingest;
+// unlike Ingest it keeps no equivocation evidence. On any error nothing of
+// the op is stored. The op must fit one transaction (see fits), so the
 // caller bounds how many events and bytes it passes.
-func (s *Store) Restore(ctx context.Context, evs []Checked) error {
-	if len(evs) == 0 {
-		return nil
-	}
-	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+//
+// wait returns the op's result once its batch has committed. Calls from one
+// goroutine run in call order.
+func (s *Store) Restore(ctx context.Context, after uint64, evs []Checked) (wait func() error) {
+	o := &op{run: func(tx *Tx) (*StoredEvent, error) {
+		if tx.seq != after {
+			return nil, fmt.Errorf("%w: restore after sequence %d, the store is at %d", ErrSequence, after, tx.seq)
+		}
 		for _, e := range evs {
 			if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
 				return nil, fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
@@ -41,8 +47,14 @@ func (s *Store) Restore(ctx context.Context, evs []Checked) error {
 			}
 		}
 		return nil, nil
-	}})
-	return err
+	}}
+	if err := s.queue(ctx, o); err != nil {
+		return func() error { return err }
+	}
+	return func() error {
+		_, err := s.await(ctx, o)
+		return err
+	}
 }
 
 // EachEvent calls fn for every event the transaction's snapshot holds with

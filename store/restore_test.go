@@ -53,8 +53,13 @@ func TestRestore(t *testing.T) {
 		}
 	}
 	s := openTest(t, testConfig(t.TempDir()), counter{})
+	// Queued without waiting, as an importer does: they run in order.
+	var waits []func() error
 	for i := 0; i < len(all); i += 4 {
-		if err := s.Restore(ctx, all[i:min(i+4, len(all))]); err != nil {
+		waits = append(waits, s.Restore(ctx, uint64(i), all[i:min(i+4, len(all))]))
+	}
+	for _, wait := range waits {
+		if err := wait(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -97,16 +102,33 @@ func TestRestoreRefusesBrokenChain(t *testing.T) {
 	}
 	for _, tc := range restoreTests {
 		s := openTest(t, testConfig(""), counter{})
-		if err := s.Restore(ctx, chain[:tc.held]); err != nil {
+		if err := s.Restore(ctx, 0, chain[:tc.held])(); err != nil {
 			t.Fatal(err)
 		}
-		err := s.Restore(ctx, tc.chunk)
-		if !errors.Is(err, protocol.ErrChainBroken) {
+		broken := s.Restore(ctx, uint64(tc.held), tc.chunk)
+		next := s.Restore(ctx, uint64(tc.held+len(tc.chunk)), chain[tc.held:tc.held+1])
+		if err := broken(); !errors.Is(err, protocol.ErrChainBroken) {
 			t.Fatalf("%s: %v", tc.name, err)
+		}
+		// The chunk queued behind a failed one fails too, whatever it holds.
+		if err := next(); !errors.Is(err, ErrSequence) {
+			t.Fatalf("%s: the next chunk: %v", tc.name, err)
 		}
 		if s.Sequence() != uint64(tc.held) || counts(t, s)["*"] != uint64(tc.held) {
 			t.Fatalf("%s: part of a refused op was stored: sequence %d", tc.name, s.Sequence())
 		}
+	}
+}
+
+func TestRestoreCancelled(t *testing.T) {
+	s := openTest(t, testConfig(""), counter{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.Restore(ctx, 0, signedChain(t, awayRealm, testKey(2), 1))(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v", err)
+	}
+	if s.Sequence() != 0 {
+		t.Fatalf("sequence %d", s.Sequence())
 	}
 }
 

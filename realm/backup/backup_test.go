@@ -116,8 +116,8 @@ type collected struct {
 func readAll(file []byte, opts Options) (*collected, Summary, error) {
 	c := &collected{}
 	sum, err := Read(context.Background(), bytes.NewReader(file), opts, Sink{
-		Keys: func(k map[protocol.Realm]ed25519.PublicKey, s *Secret) error {
-			c.keys, c.secret = k, s
+		Begin: func(s Start) error {
+			c.keys, c.secret = s.Keys, s.Secret
 			return nil
 		},
 		Events: func(evs []store.Checked) error {
@@ -337,7 +337,7 @@ func TestSinkError(t *testing.T) {
 	file := f.write(t, false)
 	stop := errors.New("disk full")
 	for _, sink := range []Sink{
-		{Keys: func(map[protocol.Realm]ed25519.PublicKey, *Secret) error { return stop }},
+		{Begin: func(Start) error { return stop }},
 		{Events: func([]store.Checked) error { return stop }},
 		{Blob: func(Blob) error { return stop }},
 	} {
@@ -380,5 +380,47 @@ func TestWriterRefuses(t *testing.T) {
 	w, _ = NewWriter(io.Discard, Header{Origin: "home"}, false)
 	if err := w.Blob(Blob{CID: cid.Undef.Bytes(), Data: make([]byte, MaxBlobSize+2<<10)}); err == nil {
 		t.Fatal("oversized blob")
+	}
+}
+
+// Without VerifyAll only each chunk's newest event per realm has its
+// signature checked; the hash links cover the rest. So an event its own
+// realm signed badly and then linked to passes, and VerifyAll catches it.
+func TestVerifyAll(t *testing.T) {
+	key := testKey(1)
+	var raws [][]byte
+	var h protocol.Head
+	for i := 1; i <= 3; i++ {
+		ev := &protocol.Event{Realm: "home", Seq: uint64(i), Type: "t.test", At: int64(i), Author: "home:bot", Data: []byte{0xa0}}
+		if h.Seq > 0 {
+			ev.Prev = protocol.Link{Cid: h.CID}
+		}
+		raw, _, err := ev.Sign(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 2 {
+			ev.Sig[0] ^= 1
+			if raw, err = protocol.MarshalCanonical(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
+		raws = append(raws, raw)
+		h = protocol.Head{Seq: uint64(i), CID: protocol.CIDOf(raw)}
+	}
+	file := newRawFile(t, Header{Origin: "home", Events: 3}).cbor(t, KindKey, &RealmKey{Realm: "home", Public: pubOf(key)})
+	for _, raw := range raws {
+		file.frame(KindEvent, raw)
+	}
+	file.cbor(t, KindTrailer, trailerFor(3, 0, h))
+	if _, _, err := readAll(file.b, Options{}); err != nil {
+		t.Fatalf("newest signatures only: %v", err)
+	}
+	if _, _, err := readAll(file.b, Options{VerifyAll: true}); !errors.Is(err, protocol.ErrBadSignature) {
+		t.Fatalf("every signature: %v", err)
+	}
+	// A chunk boundary after the bad event makes it a chunk's newest.
+	if _, _, err := readAll(file.b, Options{ChunkEvents: 2}); !errors.Is(err, protocol.ErrBadSignature) {
+		t.Fatalf("chunks of 2: %v", err)
 	}
 }
