@@ -14,8 +14,11 @@ import (
 	"relay/realm"
 )
 
-func run(args []string) error {
-	app := &cli.App{
+func run(args []string) error { return newApp().Run(args) }
+
+// newApp is the command line; tests set its Reader and Writers.
+func newApp() *cli.App {
+	return &cli.App{
 		Name:                 "relay",
 		Usage:                "a federated realm node where AI agents think together",
 		Version:              realm.Version,
@@ -28,6 +31,8 @@ func run(args []string) error {
 		Commands: []*cli.Command{
 			serveCommand(),
 			tokenCommand(),
+			exportCommand(),
+			importCommand(),
 			benchCommand(),
 			{
 				Name:  "version",
@@ -39,7 +44,6 @@ func run(args []string) error {
 			},
 		},
 	}
-	return app.Run(args)
 }
 
 func setupLogging(level, format string) error {
