@@ -69,10 +69,6 @@ type ExportResult struct {
 	Heads  map[protocol.Realm]protocol.Head
 }
 
-// ErrNodeRunning is returned by Export when the data directory's store is
-// held by a running node.
-var ErrNodeRunning = errors.New("the node is running")
-
 // Export writes the event log of the stopped node in cfg.DataDir, and the
 // blobs its events name, to cfg.Out, from one consistent snapshot.
 func Export(ctx context.Context, cfg ExportConfig) (ExportResult, error) {
@@ -228,11 +224,6 @@ type ImportResult struct {
 	Heads             map[protocol.Realm]protocol.Head
 	OperatorTokenFile string // the fresh operator secret
 }
-
-// ErrNoRealmKey is returned by Import for a file without the origin realm's
-// private key when none is given: the node would have to continue that
-// realm's chain, which only its key can sign.
-var ErrNoRealmKey = errors.New("no realm key")
 
 // Import verifies an export file and restores it into a fresh data
 // directory: the node becomes the file's origin realm (its key from the

@@ -3,6 +3,7 @@ package realm
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -293,6 +294,71 @@ func TestImportInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close()
+}
+
+// The store of a node that follows other realms holds their chains too: an
+// export carries them with the keys a KeySource (the realm directory) gives,
+// and an import verifies them against those keys and against the keys the
+// importing node already trusts.
+func TestExportImportOtherRealms(t *testing.T) {
+	src := t.TempDir()
+	tn := startNodeAt(t, "ainotes", src)
+	away, err := federation.IdentityFromSeed(bytes.Repeat([]byte{3}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prev protocol.Head
+	for i := 1; i <= 3; i++ {
+		ev := &protocol.Event{Realm: "away", Seq: uint64(i), Type: "t.remote", At: int64(i), Author: "away:bot", Data: []byte{0xa0}}
+		if prev.Seq > 0 {
+			ev.Prev = protocol.Link{Cid: prev.CID}
+		}
+		raw, c, err := ev.Sign(away.Signing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tn.Store().Ingest(context.Background(), raw, func(e *protocol.Event) error { return e.Verify(away.Public()) }); err != nil {
+			t.Fatal(err)
+		}
+		prev = protocol.Head{Seq: uint64(i), CID: c}
+	}
+	tn.Close()
+
+	if _, err := Export(context.Background(), ExportConfig{DataDir: src, Out: io.Discard, Logger: quiet()}); err == nil || !strings.Contains(err.Error(), "realm away") {
+		t.Fatalf("export without away's key: %v", err)
+	}
+	directory := func(r protocol.Realm) (ed25519.PublicKey, bool) {
+		if r == "away" {
+			return away.Public(), true
+		}
+		return nil, false
+	}
+	var buf bytes.Buffer
+	res, err := Export(context.Background(), ExportConfig{DataDir: src, Out: &buf, WithKey: true, Keys: directory, Logger: quiet()})
+	if err != nil || res.Realms != 2 || res.Heads["away"] != prev {
+		t.Fatalf("export: %+v %v", res, err)
+	}
+	file := buf.Bytes()
+
+	liar := func(r protocol.Realm) (ed25519.PublicKey, bool) { return pubKey(9), r == "away" }
+	dst := t.TempDir()
+	if _, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Keys: liar, Logger: quiet()}); !errors.Is(err, backup.ErrKeyMismatch) {
+		t.Fatalf("import against another key for away: %v", err)
+	}
+	assertEmpty(t, dst)
+	got, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Keys: directory, Logger: quiet()})
+	if err != nil || got.Realms != 2 || got.Heads["away"] != prev || got.Realm != "ainotes" {
+		t.Fatalf("import: %+v %v", got, err)
+	}
+	rn := startNodeAt(t, "", dst)
+	heads, _ := rn.Store().Heads()
+	if heads["away"] != prev || heads["ainotes"] != res.Heads["ainotes"] {
+		t.Fatalf("restored heads %v", heads)
+	}
+}
+
+func pubKey(seed byte) ed25519.PublicKey {
+	return ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32)).Public().(ed25519.PublicKey)
 }
 
 func flip(b []byte, i int) []byte {
