@@ -307,6 +307,8 @@ func TestRefusals(t *testing.T) {
 		{"not an event", events([][]byte{[]byte{0xa0}}, homeH), Options{}, protocol.ErrInvalidEvent},
 		{"trailer short of the chain", events(home, protocol.Head{Seq: 2, CID: protocol.CIDOf(home[1])}), Options{}, ErrCorrupt},
 		{"trailer beyond the chain", events(home[:2], homeH), Options{}, ErrCorrupt},
+		{"trailer names a realm twice", twoRealms(t, true), Options{}, ErrCorrupt},
+		{"two realms", twoRealms(t, false), Options{}, nil},
 		{"known key differs", events(home, homeH), Options{Known: func(protocol.Realm) (ed25519.PublicKey, bool) { return pubOf(testKey(5)), true }}, ErrKeyMismatch},
 		{"no key", newRawFile(t, hdr(1)).frame(KindEvent, home[0]).cbor(t, KindTrailer, trailerFor(1, 0, protocol.Head{Seq: 1, CID: protocol.CIDOf(home[0])})).b, Options{}, ErrUnverified},
 		{"more events than announced", newRawFile(t, hdr(1)).cbor(t, KindKey, homeKey).frame(KindEvent, home[0]).frame(KindEvent, home[1]).b, Options{}, ErrCorrupt},
@@ -327,6 +329,27 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
+}
+
+// twoRealms is a file of two chains whose trailer names both, or (twice)
+// names the first one only.
+func twoRealms(t *testing.T, twice bool) []byte {
+	home, homeH := chain(t, "home", testKey(1), 2)
+	away, awayH := chain(t, "away", testKey(2), 2)
+	r := newRawFile(t, Header{Origin: "home", Events: 4}).
+		cbor(t, KindKey, &RealmKey{Realm: "away", Public: pubOf(testKey(2))}).
+		cbor(t, KindKey, &RealmKey{Realm: "home", Public: pubOf(testKey(1))})
+	for i := range 2 {
+		r.frame(KindEvent, home[i]).frame(KindEvent, away[i])
+	}
+	tr := &Trailer{Events: 4, Heads: []HeadLine{
+		{Realm: "away", Seq: awayH.Seq, CID: awayH.CID.Bytes()},
+		{Realm: "home", Seq: homeH.Seq, CID: homeH.CID.Bytes()},
+	}}
+	if twice {
+		tr.Heads[1] = tr.Heads[0]
+	}
+	return r.cbor(t, KindTrailer, tr).b
 }
 
 func frameBytes(k Kind, payload []byte) []byte { return (&rawFile{}).frame(k, payload).b }

@@ -231,7 +231,12 @@ func (rd *reading) trailer(t *Trailer) error {
 	if len(t.Heads) != len(rd.heads) {
 		return fmt.Errorf("%w: trailer names %d realms, the file has events of %d", ErrCorrupt, len(t.Heads), len(rd.heads))
 	}
+	seen := make(map[string]bool, len(t.Heads))
 	for _, h := range t.Heads {
+		if seen[h.Realm] {
+			return fmt.Errorf("%w: trailer names realm %s twice", ErrCorrupt, h.Realm)
+		}
+		seen[h.Realm] = true
 		got, ok := rd.heads[protocol.Realm(h.Realm)]
 		if !ok || got.Seq != h.Seq || !bytes.Equal(got.CID.Bytes(), h.CID) {
 			return fmt.Errorf("%w: trailer says realm %s ends at seq %d, its chain in the file ends at %d", ErrCorrupt, h.Realm, h.Seq, got.Seq)
