@@ -52,7 +52,8 @@ type ExportConfig struct {
 	// continue the realm; the file is then as secret as realm.key.
 	WithKey bool
 	// Keys gives the keys of other realms whose events the store holds.
-	// The store holds none yet; an export of a realm without a key fails.
+	// A node holds none while federation is not active; an export of a
+	// realm without a key fails.
 	Keys     KeySource
 	Progress func(backup.Progress) // called every few thousand events and after each blob
 	Logger   *slog.Logger
@@ -506,7 +507,21 @@ func prepareFresh(dir string) error {
 	case len(names) == 0:
 		return nil
 	case len(names) == 1 && names[0] == importPartial:
-		return os.RemoveAll(filepath.Join(dir, importPartial))
+		// Left by an interrupted import, unless one is still running: its
+		// store is then locked.
+		partial := filepath.Join(dir, importPartial)
+		if _, err := os.Stat(filepath.Join(partial, "store")); err == nil {
+			scfg := store.DefaultConfig(filepath.Join(partial, "store"))
+			scfg.Logger = slog.New(slog.DiscardHandler)
+			st, err := store.Open(scfg)
+			if errors.Is(err, store.ErrLocked) {
+				return fmt.Errorf("another import into %s is running", dir)
+			}
+			if err == nil {
+				st.Close()
+			}
+		}
+		return os.RemoveAll(partial)
 	}
 	return fmt.Errorf("data directory %s is not empty (it holds %s): import restores into a fresh directory", dir, strings.Join(names, ", "))
 }

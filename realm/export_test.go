@@ -21,6 +21,7 @@ import (
 	"relay/federation"
 	"relay/protocol"
 	"relay/realm/backup"
+	"relay/store"
 )
 
 // exportReads are the reads a restore must answer exactly as the original
@@ -286,6 +287,17 @@ func TestImportInterrupted(t *testing.T) {
 	if _, err := Open(cfg); err == nil {
 		t.Fatal("a node opened on an unfinished import")
 	}
+	// While an import runs (its store locked), another one is refused.
+	scfg := store.DefaultConfig(filepath.Join(dst, importPartial, "store"))
+	scfg.Logger = quiet()
+	running, err := store.Open(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Logger: quiet()}); err == nil || !strings.Contains(err.Error(), "running") {
+		t.Fatalf("import beside a running one: %v", err)
+	}
+	running.Close()
 	if _, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
