@@ -210,3 +210,18 @@ func (d *Directory) Conflicts() []Conflict {
 	sort.Slice(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
 	return out
 }
+
+// PinnedKeys reads the keys the directory of st has pinned, without
+// starting a federation: for tools that work on a stopped node's store.
+func PinnedKeys(st *store.Store) (map[protocol.Realm]ed25519.PublicKey, error) {
+	out := map[protocol.Realm]ed25519.PublicKey{}
+	err := loadLocal(st, pfxDir, func(_, v []byte) error {
+		d, err := protocol.DecodeDescriptor(v)
+		if err != nil {
+			return fmt.Errorf("directory: %w", err)
+		}
+		out[protocol.Realm(d.Realm)] = ed25519.PublicKey(d.Key)
+		return nil
+	})
+	return out, err
+}

@@ -27,15 +27,10 @@ func (id *Identity) Public() ed25519.PublicKey { return id.Signing.Public().(ed2
 // or creates it with mode 0600 when the file does not exist. The boolean
 // reports whether it was created.
 func LoadOrCreateIdentity(path string) (*Identity, bool, error) {
-	b, err := os.ReadFile(path)
+	id, err := LoadIdentity(path)
 	switch {
 	case err == nil:
-		k, err := crypto.UnmarshalPrivateKey(b)
-		if err != nil {
-			return nil, false, fmt.Errorf("realm key %s: %w", path, err)
-		}
-		id, err := identityOf(k)
-		return id, false, err
+		return id, false, nil
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, false, err
 	}
@@ -43,18 +38,52 @@ func LoadOrCreateIdentity(path string) (*Identity, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	b, err = crypto.MarshalPrivateKey(k)
-	if err != nil {
+	if id, err = identityOf(k); err != nil {
 		return nil, false, err
+	}
+	if err := SaveIdentity(path, id); err != nil {
+		return nil, false, err
+	}
+	return id, true, nil
+}
+
+// LoadIdentity reads the realm key at path; a missing file is an error
+// satisfying errors.Is(err, fs.ErrNotExist).
+func LoadIdentity(path string) (*Identity, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	id, err := ParseIdentity(b)
+	if err != nil {
+		return nil, fmt.Errorf("realm key %s: %w", path, err)
+	}
+	return id, nil
+}
+
+// ParseIdentity decodes a realm key in libp2p's protobuf form, the form of
+// realm.key and of the secret in an export.
+func ParseIdentity(b []byte) (*Identity, error) {
+	k, err := crypto.UnmarshalPrivateKey(b)
+	if err != nil {
+		return nil, err
+	}
+	return identityOf(k)
+}
+
+// Marshal encodes the key in libp2p's protobuf form.
+func (id *Identity) Marshal() ([]byte, error) { return crypto.MarshalPrivateKey(id.PrivKey) }
+
+// SaveIdentity writes the key to path with mode 0600, atomically.
+func SaveIdentity(path string, id *Identity) error {
+	b, err := id.Marshal()
+	if err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, false, err
+		return err
 	}
-	if err := writeFileSync(path, b, 0o600); err != nil {
-		return nil, false, err
-	}
-	id, err := identityOf(k)
-	return id, true, err
+	return writeFileSync(path, b, 0o600)
 }
 
 // IdentityFromSeed derives an identity from a 32-byte seed; for tests and

@@ -2,7 +2,8 @@
 // generated from it (HTTP under /api/v1 and at the corpus's paths, MCP at
 // /api/v1/mcp for Parley and at /mcp for the corpus, the operation catalog),
 // credentials and rights, the corpus's OAuth 2.1 authorization server
-// (oauth.go), and the wiring of store and federation.
+// (oauth.go), the wiring of store and federation, and export and import of a
+// node's event log (export.go, over realm/backup).
 //
 // # Invariants
 //
@@ -38,6 +39,11 @@
 //     (corpusmcp.go): the corpus's reads are public over HTTP, but over MCP
 //     the seed gates reads by toastmachine:read and writes by
 //     toastmachine:write. The write handlers check the write scope again.
+//   - An import is all or nothing: it builds the node in
+//     DataDir/import.partial and removing that directory is its commit
+//     point, so Open refuses a data directory that still has one. The
+//     services' numbering counters are local, not in the log: Parley's
+//     Bootstrap raises them to the log's highest numbers at every start.
 //   - retrieval_size counts the bytes of JSON.stringify: marshalJSON writes
 //     no HTML escapes and leaves U+2028 and U+2029 unescaped, and the same
 //     bytes are the structuredContent and the text.

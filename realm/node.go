@@ -133,6 +133,9 @@ func Open(cfg Config) (*Node, error) {
 	if _, err := federation.ParsePeers(cfg.Peers); err != nil {
 		return nil, err
 	}
+	if err := checkNoPartialImport(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	name, err := pinRealm(cfg.DataDir, cfg.Realm)
 	if err != nil {
 		return nil, err

@@ -27,10 +27,17 @@ type testNode struct {
 
 func startNode(t *testing.T, realmName string) *testNode {
 	t.Helper()
+	return startNodeAt(t, realmName, t.TempDir())
+}
+
+// startNodeAt starts a node on the data directory dir; realmName may be
+// empty for the one dir belongs to.
+func startNodeAt(t *testing.T, realmName, dir string) *testNode {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = realmName
-	cfg.DataDir = t.TempDir()
+	cfg.DataDir = dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	n, err := Open(cfg)
 	if err != nil {

@@ -251,24 +251,36 @@ func (s *Store) exclusive(ctx context.Context, fn func() error) error {
 
 // do queues o and waits for its result.
 func (s *Store) do(ctx context.Context, o *op) (*StoredEvent, error) {
-	if err := ctx.Err(); err != nil {
+	if err := s.queue(ctx, o); err != nil {
 		return nil, err
+	}
+	return s.await(ctx, o)
+}
+
+// queue hands o to the committer; ops queued from one goroutine run in
+// queue order.
+func (s *Store) queue(ctx context.Context, o *op) error {
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	o.done = make(chan opResult, 1)
 	if err := s.enter(); err != nil {
-		return nil, err
+		return err
 	}
+	defer s.leave()
 	if err := s.failure(); err != nil {
-		s.leave()
-		return nil, err
+		return err
 	}
 	select {
 	case s.ops <- o:
-		s.leave()
+		return nil
 	case <-ctx.Done():
-		s.leave()
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
+}
+
+// await waits for the result of a queued op.
+func (s *Store) await(ctx context.Context, o *op) (*StoredEvent, error) {
 	select {
 	case r := <-o.done:
 		return r.ev, r.err

@@ -5,8 +5,8 @@
 // Appending an event and updating every projection it touches happen in one
 // Badger transaction, so projections never disagree with the log and can be
 // rebuilt from it (Rebuild). A write is acknowledged only once durable:
-// Badger runs with SyncWrites, and Submit and Ingest return after the commit of
-// the transaction holding their op.
+// Badger runs with SyncWrites, and Submit, Ingest and Restore return after the
+// commit of the transaction holding their op.
 //
 // # The pipeline
 //
@@ -53,7 +53,9 @@
 //   - Sequence: the position at which this node stored an event, local or
 //     replicated (the corpus `sequence`, cursor of changes and SSE). Dense in
 //     this implementation, but consumers must allow gaps.
-//   - op: one Submit, Ingest or Rebuild step, run on the committer.
+//   - op: one Submit, Ingest, Restore or Rebuild step, run on the committer.
+//     Restore appends many checked events in one op (the bulk path of an
+//     import).
 //   - batch: the ops the committer hands to the writer at once; committed by
 //     one Badger transaction (one fsync), or several when it is too big.
 //   - overlay: an op's buffered writes; a batch's overlay merges its kept

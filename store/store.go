@@ -149,6 +149,11 @@ func Open(cfg Config) (*Store, error) {
 		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
 	db, err := badger.Open(opts)
 	if err != nil {
+		// Badger flattens the flock error into text, so its message is
+		// all there is to tell a held lock from damage.
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, cfg.Dir)
+		}
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	s := &Store{

@@ -43,6 +43,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			tokenCommand(),
 			peerCommand(),
 			testnetCommand(),
+			exportCommand(),
+			importCommand(),
 			benchCommand(),
 			{
 				Name:  "version",

@@ -1,9 +1,11 @@
 package parley
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -147,4 +149,46 @@ func (s *Service) fetchImage(ctx context.Context, c cid.Cid) ([]byte, error) {
 		return nil, err
 	}
 	return append([]byte(mt+"\n"), raw...), nil
+}
+
+// Blob is a stored upload as it travels outside the node (an export): its
+// CID, media type and bytes.
+type Blob struct {
+	CID       cid.Cid
+	MediaType string
+	Data      []byte
+}
+
+// EachBlob calls fn for every blob tx sees, in CID order.
+func EachBlob(tx *store.Tx, fn func(Blob) error) error {
+	return tx.Iterate(pfxBlob, false, func(k, v []byte) error {
+		c, err := cid.Cast(k[len(pfxBlob):])
+		if err != nil {
+			return fmt.Errorf("parley: blob key %q: %w", k, err)
+		}
+		mt, body, ok := bytes.Cut(v, []byte("\n"))
+		if !ok {
+			return fmt.Errorf("parley: blob %s has no media type", c)
+		}
+		return fn(Blob{CID: c, MediaType: string(mt), Data: body})
+	})
+}
+
+// PutBlob stores a blob that comes from outside the node (an import). Its
+// CID must be that of its bytes and its media type one an upload may have;
+// a blob already held is left as it is.
+func PutBlob(tx *store.Tx, b Blob) error {
+	if !protocol.BlobCID(b.Data).Equals(b.CID) {
+		return fmt.Errorf("parley: blob bytes do not hash to %s", b.CID)
+	}
+	if !imageTypes[b.MediaType] {
+		return fmt.Errorf("parley: blob %s: media type %q is not an image type", b.CID, b.MediaType)
+	}
+	k := key(pfxBlob, b.CID.Bytes())
+	if _, err := tx.Get(k); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return tx.Set(k, append([]byte(b.MediaType+"\n"), b.Data...))
 }

@@ -2,8 +2,10 @@ package parley
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -73,8 +75,12 @@ func (s *Service) Register(reg *api.Registry) {
 	s.registerFeatures(reg)
 }
 
-// Bootstrap creates the default board, Lobby (slug lobby), on first start.
+// Bootstrap carries the numbering on after the log (see resumeNumbering)
+// and creates the default board, Lobby (slug lobby), on first start.
 func (s *Service) Bootstrap(ctx context.Context, human string) error {
+	if err := s.resumeNumbering(ctx); err != nil {
+		return fmt.Errorf("numbering: %w", err)
+	}
 	found := false
 	err := s.st.View(func(tx *store.Tx) error {
 		_, err := tx.Get(slugKey(s.realm, "lobby"))
@@ -88,6 +94,44 @@ func (s *Service) Bootstrap(ctx context.Context, human string) error {
 		return err
 	}
 	_, err = s.createBoard(ctx, human, "lobby", "Lobby", "The default board: start here.")
+	return err
+}
+
+// resumeNumbering raises the board, thread, message and claim counters to
+// the highest numbers this realm's records hold. The counters are local
+// (store.Tx.NextID), so a store restored from an export starts them at zero
+// while its log holds th_1 … th_N: without this, the next thread would be
+// th_1 again. On any other start it writes nothing. One reverse seek per
+// kind.
+func (s *Service) resumeNumbering(ctx context.Context) error {
+	mine := append([]byte(s.realm), 0)
+	counters := []struct {
+		name string
+		pfx  []byte
+	}{
+		{"board", key(pfxBoard, mine)},
+		{"thread", key(pfxThread, mine)},
+		{"msg", key(pfxMessage, mine)},
+		{"claim", key(pfxClaim, mine)},
+	}
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		for _, c := range counters {
+			var last uint64
+			err := tx.Iterate(c.pfx, true, func(k, _ []byte) error {
+				if len(k) == len(c.pfx)+8 {
+					last = binary.BigEndian.Uint64(k[len(c.pfx):])
+				}
+				return store.ErrStop
+			})
+			if err != nil {
+				return nil, err
+			}
+			if err := tx.RaiseID(c.name, last); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
 	return err
 }
 

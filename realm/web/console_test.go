@@ -33,6 +33,7 @@ type node struct {
 func startNode(t *testing.T, mod func(*realm.Config)) *node {
 	t.Helper()
 	cfg := realm.DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = "ainotes"
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
@@ -275,6 +276,7 @@ func TestSecureCookie(t *testing.T) {
 	}
 	// Over TLS itself the cookie is Secure.
 	cfg := realm.DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	rn, err := realm.Open(cfg)
