@@ -404,7 +404,9 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		raws [][]byte
 		err  error
 	}
-	// One range is fetched while the one before is stored.
+	// One range is fetched while the ones before are stored, and up to
+	// maxQueuedRuns are queued at the store at once: the committer checks
+	// and projects one while the writer syncs the one before.
 	next := make(chan fetched, 1)
 	fetch := func(at uint64) {
 		limit := defaultRangeSize
@@ -414,20 +416,54 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		raws, err := s.fetchRange(ctx, p, realm, at, limit)
 		next <- fetched{raws, err}
 	}
+	type queued struct {
+		raws [][]byte
+		wait func() (int, error)
+	}
+	var runs []queued
+	// settle waits for the queued runs until at most keep are left; on a
+	// failure it waits for the rest (they cannot store past it) and sorts
+	// the failure out.
+	settle := func(keep int) error {
+		for len(runs) > keep {
+			r := runs[0]
+			runs = runs[1:]
+			n, err := r.wait()
+			if err == nil {
+				s.stats.received("catchup", n)
+				continue
+			}
+			for _, later := range runs {
+				later.wait()
+			}
+			runs = nil
+			return s.runFailed(ctx, realm, r.raws, err)
+		}
+		return nil
+	}
 	go fetch(from)
 	for from <= to {
 		f := <-next
 		if f.err != nil {
+			settle(0)
 			return f.err
 		}
 		if len(f.raws) == 0 {
-			return nil
+			break
 		}
 		at := from + uint64(len(f.raws))
 		if at <= to {
 			go fetch(at)
 		}
-		if err := s.storeRun(ctx, realm, key, f.raws); err != nil {
+		wait, err := s.st.QueueChain(ctx, f.raws, verifyWith(key))
+		if err == nil {
+			runs = append(runs, queued{f.raws, wait})
+			err = settle(maxQueuedRuns - 1)
+		} else {
+			settle(0)
+			err = s.ingestFailed(realm, err)
+		}
+		if err != nil {
 			if at <= to {
 				<-next
 			}
@@ -435,23 +471,24 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		}
 		from = at
 	}
+	if err := settle(0); err != nil {
+		return err
+	}
 	s.flushPending(realm)
 	return nil
 }
 
-// storeRun stores a run of realm's events as one chain. When a signed event
-// of the run breaks a rule of the log, the events before it are stored one
-// by one and the realm is quarantined at the one that broke it.
-func (s *Service) storeRun(ctx context.Context, realm protocol.Realm, key []byte, raws [][]byte) error {
-	n, err := s.st.IngestChain(ctx, raws, verifyWith(key))
-	if err == nil {
-		s.stats.received("catchup", n)
-		return nil
-	}
+// maxQueuedRuns is how many ranges catch-up has queued at the store at once.
+const maxQueuedRuns = 3
+
+// runFailed sorts out a run that did not store. When a signed event of the
+// run broke a rule of the log, the events before it are stored one by one
+// and the realm is quarantined at the one that broke it.
+func (s *Service) runFailed(ctx context.Context, realm protocol.Realm, raws [][]byte, err error) error {
 	if !isRuleError(err) {
 		return s.ingestFailed(realm, err)
 	}
-	// IngestChain verified the newest event before it ran any projector, so
+	// The store verified the newest event before it ran any projector, so
 	// every event of the run is authentic: take them one at a time.
 	for _, raw := range raws {
 		_, err := s.st.Ingest(ctx, raw, verified)

@@ -165,26 +165,38 @@ func (s *Store) Ingest(ctx context.Context, raw []byte, verify func(*protocol.Ev
 // the links are checked: its signature commits to every event before it, so
 // it authenticates the whole run. It returns how many events were added.
 func (s *Store) IngestChain(ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (int, error) {
+	wait, err := s.QueueChain(ctx, raws, verify)
+	if err != nil {
+		return 0, err
+	}
+	return wait()
+}
+
+// QueueChain is IngestChain in two steps: it queues the run and returns at
+// once with a function that waits for the outcome. Runs queued one after
+// the other from one goroutine are stored in that order, so a caller can
+// have the next run checked and projected while the last one is synced.
+func (s *Store) QueueChain(ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (wait func() (int, error), err error) {
 	if verify == nil {
-		return 0, errors.New("store: IngestChain needs a verify function")
+		return nil, errors.New("store: IngestChain needs a verify function")
 	}
 	if len(raws) == 0 {
-		return 0, nil
+		return func() (int, error) { return 0, nil }, nil
 	}
 	evs := make([]*protocol.Event, len(raws))
 	cids := make([]cid.Cid, len(raws))
 	for i, raw := range raws {
 		ev, c, err := protocol.DecodeEvent(raw)
 		if err != nil {
-			return 0, fmt.Errorf("event %d of the run: %w", i, err)
+			return nil, fmt.Errorf("event %d of the run: %w", i, err)
 		}
 		if i > 0 && (ev.Realm != evs[0].Realm || ev.Seq != evs[i-1].Seq+1 || !ev.Prev.Defined() || !ev.Prev.Cid.Equals(cids[i-1])) {
-			return 0, fmt.Errorf("%w: event %d of the run does not follow the one before", protocol.ErrChainBroken, i)
+			return nil, fmt.Errorf("%w: event %d of the run does not follow the one before", protocol.ErrChainBroken, i)
 		}
 		evs[i], cids[i], raws[i] = ev, c, bytes.Clone(raw)
 	}
 	added := 0
-	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+	o := &op{run: func(tx *Tx) (*StoredEvent, error) {
 		realm := evs[0].Realm
 		h := tx.head(realm)
 		i := 0
@@ -233,14 +245,20 @@ func (s *Store) IngestChain(ctx context.Context, raws [][]byte, verify func(*pro
 		}
 		added = len(evs) - start
 		return last, nil
-	}})
-	if errors.Is(err, ErrDuplicate) {
-		return 0, nil
+	}}
+	if err := s.queue(ctx, o); err != nil {
+		return nil, err
 	}
-	if err != nil {
-		return 0, err
-	}
-	return added, nil
+	return func() (int, error) {
+		_, err := s.await(ctx, o)
+		if errors.Is(err, ErrDuplicate) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return added, nil
+	}, nil
 }
 
 // exclusive runs fn on the committer with no batch open.
