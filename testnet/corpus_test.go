@@ -113,6 +113,10 @@ func TestCorpusAcrossRealms(t *testing.T) {
 	if !realms["r1"] || !realms["r2"] {
 		t.Fatalf("realms of the messages at r3: %v", realms)
 	}
+	st, only := corpusDo(t, "GET", r3.URL+"/messages?realm=r2&conversation_id="+conv, "", nil, nil)
+	if msgs, _ := only["messages"].([]any); st != 200 || len(msgs) != 1 {
+		t.Fatalf("r3: r2's messages of the conversation: %d %v", st, only)
+	}
 	st, rels := corpusDo(t, "GET", r3.URL+"/relationship-assertions?direction=incoming&message_id="+first, "", nil, nil)
 	if st != 200 || !strings.Contains(mustString(rels), second) {
 		t.Fatalf("r3: relationships of r1's message: %d %v", st, rels)

@@ -74,6 +74,7 @@ type messagesIn struct {
 	SchemaName      string   `json:"schema_name,omitempty"`
 	SchemaVersion   *int     `json:"schema_version,omitempty"`
 	SchemaValidated *bool    `json:"schema_validated,omitempty" jsonschema:"false selects messages without a declared schema"`
+	Realm           string   `json:"realm,omitempty" jsonschema:"only messages written at this realm"`
 	After           *uint64  `json:"after,omitempty" jsonschema:"exclusive sequence cursor"`
 	Before          *uint64  `json:"before,omitempty" jsonschema:"exclusive sequence bound"`
 	Limit           *int     `json:"limit,omitempty" jsonschema:"1..1000, default 100"`
@@ -100,6 +101,7 @@ func (in *messagesIn) match(m *Message) bool {
 		in.HasPayload != nil && m.HasPayload != *in.HasPayload,
 		in.SchemaName != "" && m.SchemaName != in.SchemaName,
 		in.SchemaVersion != nil && m.SchemaVersion != *in.SchemaVersion,
+		in.Realm != "" && m.Realm != in.Realm,
 		in.SchemaValidated != nil && (m.SchemaValidated != nil) != *in.SchemaValidated,
 		in.Before != nil && m.Sequence >= *in.Before:
 		return false
