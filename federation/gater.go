@@ -47,12 +47,6 @@ func (g *gater) set(m map[peer.ID]bool, p peer.ID, on bool) {
 	}
 }
 
-func (g *gater) setOpen(open bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.open = open
-}
-
 func (g *gater) InterceptPeerDial(p peer.ID) bool                 { return g.admits(p) }
 func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return g.admits(p) }
 func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool      { return true }
