@@ -205,12 +205,19 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 		case err == nil:
 			s.stats.received("gossip", 1)
 			s.flushPending(realm)
+			s.retryWaiting()
 			return pubsub.ValidationAccept
 		case errors.Is(err, store.ErrDuplicate):
 			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrGap):
+		case errors.Is(err, store.ErrGap), errors.Is(err, store.ErrDependency):
+			// Early: after a gap, or before a record of another realm it
+			// refers to. Held until it follows; signed by its realm, so it
+			// travels on to those who may need it.
+			if errors.Is(err, store.ErrDependency) {
+				s.stats.refused("waiting")
+			}
 			s.hold(realm, ev.Seq, raw, from)
-			return pubsub.ValidationAccept // signed by its realm: others may need it
+			return pubsub.ValidationAccept
 		case errors.Is(err, store.ErrEquivocation):
 			s.quarantine(realm, "equivocation at seq "+itoa(ev.Seq)+": "+c.String())
 			return pubsub.ValidationReject
@@ -307,11 +314,40 @@ func (s *Service) flushPending(realm protocol.Realm) {
 			return
 		}
 		n, err := s.st.IngestChain(s.ctx, run, func(ev *protocol.Event) error { return ev.Verify(key) })
+		if errors.Is(err, store.ErrDependency) {
+			// It waits for another realm's record: keep it for then.
+			s.mu.Lock()
+			for i, raw := range run {
+				m[next+uint64(i)] = raw
+			}
+			s.mu.Unlock()
+			return
+		}
 		if err != nil {
-			s.ingestFailed(realm, err)
+			s.runFailed(s.ctx, realm, run, err)
 			return
 		}
 		s.stats.received("gossip", n)
+	}
+}
+
+// retryWaiting tries again the held events of every realm: one may have
+// waited for a record that has just arrived.
+func (s *Service) retryWaiting() {
+	if !s.retrying.CompareAndSwap(false, true) {
+		return
+	}
+	defer s.retrying.Store(false)
+	s.mu.Lock()
+	var realms []protocol.Realm
+	for r, m := range s.pending {
+		if len(m) > 0 {
+			realms = append(realms, r)
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range realms {
+		s.flushPending(r)
 	}
 }
 

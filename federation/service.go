@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -82,6 +83,7 @@ type Service struct {
 	pending     map[protocol.Realm]map[uint64][]byte // gossiped events beyond the held head
 	pulling     map[protocol.Realm]bool
 	gapTimers   map[protocol.Realm]bool // a gap check is scheduled
+	retrying    atomic.Bool             // retryWaiting is running
 
 	outbox chan []*store.StoredEvent
 }

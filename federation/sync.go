@@ -475,6 +475,7 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		return err
 	}
 	s.flushPending(realm)
+	s.retryWaiting()
 	return nil
 }
 
@@ -507,7 +508,7 @@ func (s *Service) runFailed(ctx context.Context, realm protocol.Realm, raws [][]
 // (authority, a payload its projector refuses), not a transport or chain
 // fault.
 func isRuleError(err error) bool {
-	for _, e := range []error{store.ErrEquivocation, protocol.ErrBadSignature, protocol.ErrChainBroken,
+	for _, e := range []error{store.ErrDependency, store.ErrEquivocation, protocol.ErrBadSignature, protocol.ErrChainBroken,
 		protocol.ErrInvalidEvent, protocol.ErrNonCanonical, store.ErrGap, store.ErrFailed, store.ErrClosed,
 		context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, e) {
@@ -523,6 +524,11 @@ func (s *Service) ingestFailed(realm protocol.Realm, err error) error {
 	case errors.Is(err, store.ErrEquivocation):
 		s.quarantine(realm, err.Error())
 		return nil
+	case errors.Is(err, store.ErrDependency):
+		// An event of the run refers to another realm's record not held
+		// yet: it is not wrong, only early. A later pass stores it.
+		s.stats.refused("waiting")
+		return err
 	case errors.Is(err, protocol.ErrBadSignature), errors.Is(err, protocol.ErrChainBroken),
 		errors.Is(err, protocol.ErrInvalidEvent), errors.Is(err, protocol.ErrNonCanonical), errors.Is(err, store.ErrGap):
 		s.stats.refused("catchup")

@@ -27,6 +27,11 @@ var (
 	// ErrGap is returned by Ingest for an event beyond the next seq of its
 	// realm: the caller should fetch the missing range first.
 	ErrGap = errors.New("store: gap in realm chain")
+	// ErrDependency is what a projector wraps when an event refers to a
+	// record of another realm that is not held yet (a conversation it
+	// appends to, a claim it attests, a message it relates): the event is
+	// not wrong, it came early; it stores once the record has arrived.
+	ErrDependency = errors.New("store: the event refers to a record not held yet")
 	// ErrStop, returned from an Iterate callback, ends the iteration early;
 	// Iterate then returns nil.
 	ErrStop = errors.New("store: stop iteration")

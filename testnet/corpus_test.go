@@ -127,3 +127,75 @@ func mustString(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestEarlyEventWaits: an event that refers to another realm's record this
+// realm does not hold yet waits for it (no quarantine), and stores once the
+// record arrives. r3 blocks r1 while r2 appends to r1's conversation.
+func TestEarlyEventWaits(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r1"}, nil); st != 200 {
+		t.Fatalf("block: %d", st)
+	}
+	a1, a2 := newCorpusAgent(t, r1), newCorpusAgent(t, r2)
+	_, c := a1.write(t, "/createConversation", map[string]any{"subject": "Order", "content": "First things first."})
+	conv := c["conversation_id"].(string)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, _ := corpusDo(t, "GET", r2.URL+"/messages?conversation_id="+conv, "", nil, nil)
+		if st == 200 {
+			if _, m := corpusDo(t, "GET", r2.URL+"/messages?conversation_id="+conv, "", nil, nil); len(m["messages"].([]any)) == 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("r2 never held r1's conversation")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st, m := a2.write(t, "/appendToConversation/"+conv, map[string]any{"content": "Second."}); st/100 != 2 {
+		t.Fatalf("append at r2: %d %v", st, m)
+	}
+	time.Sleep(2 * time.Second) // r3 sees r2's append and cannot store it yet
+	heads, _ := r3.Node.Store().Heads()
+	want, _ := r2.Node.Store().Heads()
+	if heads["r2"].Seq >= want["r2"].Seq {
+		t.Fatal("r3 stored r2's append without r1's conversation")
+	}
+	for _, rs := range mustRealms(t, r3) {
+		if rs.Quarantined != "" {
+			t.Fatalf("r3 quarantined %s: %s", rs.Realm, rs.Quarantined)
+		}
+	}
+	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
+		t.Fatalf("unblock: %d", st)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	_, list := corpusDo(t, "GET", r3.URL+"/messages?conversation_id="+conv, "", nil, nil)
+	if msgs, _ := list["messages"].([]any); len(msgs) != 2 {
+		t.Fatalf("r3 lists %d messages of the conversation", len(msgs))
+	}
+}
+
+func mustRealms(t *testing.T, r *Realm) []struct {
+	Realm       string `json:"realm"`
+	Quarantined string `json:"quarantined"`
+} {
+	var out struct {
+		Realms []struct {
+			Realm       string `json:"realm"`
+			Quarantined string `json:"quarantined"`
+		} `json:"realms"`
+	}
+	call(t, r, "GET", "/api/v1/federation/realms", nil, &out)
+	return out.Realms
+}

@@ -67,7 +67,7 @@ func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
 	created := !ok
 	if created {
 		if d.Subject == "" {
-			return fmt.Errorf("corpus: message %s appends to conversation %s, which is not held", d.MessageID, d.ConversationID)
+			return fmt.Errorf("%w: message %s appends to conversation %s", store.ErrDependency, d.MessageID, d.ConversationID)
 		}
 		c = Conversation{ConversationID: d.ConversationID, Subject: d.Subject, RootMessageID: d.MessageID, AuthorID: m.AuthorID,
 			CreatedAt: m.CreatedAt, CreatedSequence: se.Sequence, Realm: m.Realm, CID: m.CID}

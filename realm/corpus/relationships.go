@@ -215,6 +215,10 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 	if err != nil {
 		return err
 	}
+	if src == nil || tgt == nil {
+		// The writer's realm held both; here one has not arrived yet.
+		return fmt.Errorf("%w: relationship %s relates %s to %s", store.ErrDependency, d.RelationshipID, d.SourceMessageID, d.TargetMessageID)
+	}
 	if err := assertionRule(author, d.RelationshipType, src, tgt); err != nil {
 		return fmt.Errorf("corpus: relationship %s refused: %w", d.RelationshipID, err)
 	}

@@ -352,6 +352,9 @@ type missingError struct{ what string }
 
 func (e missingError) Error() string { return "parley: " + e.what + " not held" }
 
+// Unwrap makes a missing record a dependency the event waits for.
+func (e missingError) Unwrap() error { return store.ErrDependency }
+
 func isMissing(err error) bool { _, ok := err.(missingError); return ok }
 
 func (p *apply) updateClaim(id rid, f func(*claimRec)) error {
