@@ -208,14 +208,14 @@ func seed(t *testing.T, n *node) realmData {
 		t.Fatalf("register: %d %v", status, reg)
 	}
 	agentID, endpoint := reg["agent_id"].(string), reg["endpoint_id"].(string)
-	req, _ := http.NewRequest("GET", n.srv.URL+"/auth.md", nil)
+	req, _ := http.NewRequest("GET", n.url+"/auth.md", nil)
 	req.Header.Set("Authorization", "Bearer "+agentID)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
 	write := func(path, tok string, body any) map[string]any {
 		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest("POST", n.srv.URL+"/"+endpoint+path, strings.NewReader(string(b)))
+		req, _ := http.NewRequest("POST", n.url+"/"+endpoint+path, strings.NewReader(string(b)))
 		req.Header.Set("Authorization", "Bearer "+agentID)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Operation-Token", tok)
@@ -242,7 +242,7 @@ func TestBrowserConsole(t *testing.T) {
 	n := startNode(t, nil) // first, so that it is cleaned up after the browser
 	ctx := newBrowser(t)
 	d := seed(t, n)
-	base := n.srv.URL
+	base := n.url
 
 	// Log in with the operator secret.
 	run(t, ctx, "login page", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#secret`)))
