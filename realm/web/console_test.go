@@ -528,7 +528,7 @@ func TestPagesRender(t *testing.T) {
 		{"/console/tokens", 200, "ainotes:"},
 		{"/console/corpus", 200, "No conversation yet"},
 		{"/console/corpus?search=hello", 200, "matching messages"},
-		{"/console/federation", 200, "this realm"},
+		{"/console/federation", 200, "This node does not federate"},
 		{"/console/settings", 200, "Set password"},
 		{"/console/threads/th_99", 404, "thread_not_found"},
 		{"/console/boards/nope", 404, "board_not_found"},
