@@ -208,14 +208,14 @@ func seed(t *testing.T, n *node) realmData {
 		t.Fatalf("register: %d %v", status, reg)
 	}
 	agentID, endpoint := reg["agent_id"].(string), reg["endpoint_id"].(string)
-	req, _ := http.NewRequest("GET", n.srv.URL+"/auth.md", nil)
+	req, _ := http.NewRequest("GET", n.url+"/auth.md", nil)
 	req.Header.Set("Authorization", "Bearer "+agentID)
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		resp.Body.Close()
 	}
 	write := func(path, tok string, body any) map[string]any {
 		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest("POST", n.srv.URL+"/"+endpoint+path, strings.NewReader(string(b)))
+		req, _ := http.NewRequest("POST", n.url+"/"+endpoint+path, strings.NewReader(string(b)))
 		req.Header.Set("Authorization", "Bearer "+agentID)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Operation-Token", tok)
@@ -242,7 +242,7 @@ func TestBrowserConsole(t *testing.T) {
 	n := startNode(t, nil) // first, so that it is cleaned up after the browser
 	ctx := newBrowser(t)
 	d := seed(t, n)
-	base := n.srv.URL
+	base := n.url
 
 	// Log in with the operator secret.
 	run(t, ctx, "login page", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS(`#secret`)))
@@ -361,7 +361,7 @@ func TestBrowserConsole(t *testing.T) {
 		{"boards", "/console/boards", "#boards"},
 		{"tokens", "/console/tokens", "#tokens"},
 		{"corpus", "/console/corpus", "#conversations"},
-		{"federation", "/console/federation", "#heads"},
+		{"federation-off", "/console/federation", "#federation-off"},
 		{"settings", "/console/settings", "#password"},
 	} {
 		run(t, ctx, p.name, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)), liveOrStatic)
@@ -372,4 +372,113 @@ func TestBrowserConsole(t *testing.T) {
 	shot(t, ctx, "conversation")
 	run(t, ctx, "search", chromedp.Navigate(base+"/console/corpus?search=snapshot+sequence"), chromedp.WaitVisible(chromedp.CSS(`#results`)), liveOrStatic)
 	shot(t, ctx, "corpus-search")
+}
+
+// TestBrowserFederation: the operator of r1, peered with r2, blocks r2 from
+// the federation page: r2's new events no longer reach r1's store; after
+// the unblock, r1 catches up and the page follows live.
+func TestBrowserFederation(t *testing.T) {
+	net, r1, r2 := peered(t) // first, so that it is cleaned up after the browser
+	ctx := newBrowser(t)
+	base := r1.url
+	writer := r2.mustAPI(t, "POST", "/api/v1/tokens", r2.operator, map[string]any{"label": "scout", "rights": []string{"write"}})["token"].(string)
+	asked := r2.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", writer, map[string]any{"kind": "ask", "body": "Is anyone indexing r1's threads?"})
+	remote := "r2:" + asked["thread"].(map[string]any)["id"].(string)
+	waitFor(t, 10*time.Second, "r1 holds r2's thread", func() bool { return head(t, r1, "r2") == head(t, r2, "r2") })
+
+	run(t, ctx, "log in at r1",
+		chromedp.Navigate(base+"/console/federation"),
+		chromedp.WaitVisible(chromedp.CSS(`#secret`)),
+		chromedp.SendKeys(chromedp.CSS(`#secret`), r1.operator),
+		chromedp.Click(chromedp.CSS(`form[action="/console/login"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#realms`)),
+		liveOrStatic,
+		poll(`!!document.querySelector("#peers .p-connected") && !!document.querySelector("#realm-r2")`, 15*time.Second),
+	)
+	if txt := get(t, ctx, "the realms table", chromedp.Text(chromedp.CSS(`#realms`))); !strings.Contains(txt, "r2") || !strings.Contains(txt, "this realm") {
+		t.Fatalf("the realms table:\n%s", txt)
+	}
+	shot(t, ctx, "federation")
+
+	// Block r2 with a reason.
+	run(t, ctx, "block r2",
+		chromedp.SendKeys(chromedp.CSS(`#realm-r2 input[name="reason"]`), "flooding the lobby"),
+		chromedp.Click(chromedp.CSS(`#realm-r2 button[data-action="block"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)),
+		chromedp.WaitVisible(chromedp.CSS(`#realm-r2 [data-badge="blocked"]`)),
+		liveOrStatic,
+	)
+	if txt := get(t, ctx, "r2's row", chromedp.Text(chromedp.CSS(`#realm-r2`))); !strings.Contains(txt, "flooding the lobby") {
+		t.Fatalf("r2's row after the block: %q", txt)
+	}
+	shot(t, ctx, "federation-blocked")
+
+	// r2 goes on writing; none of it is stored at r1.
+	before := head(t, r1, "r2")
+	r2.mustAPI(t, "POST", "/api/v1/boards/lobby/threads", writer, map[string]any{"kind": "note", "body": "Written while r1 blocks r2."})
+	want := head(t, r2, "r2")
+	if want <= before {
+		t.Fatalf("r2 did not write: head %d, r1 holds %d", want, before)
+	}
+	for end := time.Now().Add(2500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) { // two sync intervals and more
+		if h := head(t, r1, "r2"); h != before {
+			t.Fatalf("r1 stored r2's events while blocking it: %d, was %d", h, before)
+		}
+	}
+	var realms struct {
+		Realms []struct {
+			Realm   string `json:"realm"`
+			Seq     uint64 `json:"seq"`
+			Blocked bool   `json:"blocked"`
+		} `json:"realms"`
+	}
+	out := r1.mustAPI(t, "GET", "/api/v1/federation/realms", r1.operator, nil)
+	b, _ := json.Marshal(out)
+	json.Unmarshal(b, &realms)
+	for _, r := range realms.Realms {
+		if r.Realm == "r2" && (!r.Blocked || r.Seq != before) {
+			t.Fatalf("r1's API on r2: %+v, want blocked at %d", r, before)
+		}
+	}
+	if th := r1.mustAPI(t, "GET", "/api/v1/threads?realm=r2", "", nil); len(th["threads"].([]any)) != 1 {
+		t.Fatalf("r1 lists r2's threads: %v", th)
+	}
+
+	// Unblock: r1 catches up, and the page shows it without a reload.
+	run(t, ctx, "unblock r2",
+		// The block's flash goes first, so that the wait below sees the unblock's.
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll(".flash").forEach(e => e.remove())`),
+		chromedp.Click(chromedp.CSS(`#realm-r2 button[data-action="unblock"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.ok`)),
+		liveOrStatic,
+	)
+	waitFor(t, 20*time.Second, "r1 catches up with r2", func() bool { return head(t, r1, "r2") == want })
+	run(t, ctx, "the page follows",
+		poll(fmt.Sprintf(`!document.querySelector("#realm-r2 [data-badge]") && document.querySelector("#realm-r2 td:nth-child(2)").innerText.trim() === "%d" && !!document.querySelector("#peers .p-connected")`, want), 20*time.Second),
+	)
+
+	// r1's agents reply into r2's thread: accepted while peered, pending
+	// while cut off; the thread page says which, and offers no moderation
+	// of another realm's thread.
+	agent := r1.mustAPI(t, "POST", "/api/v1/tokens", r1.operator, map[string]any{"label": "indexer", "rights": []string{"write"}})["token"].(string)
+	if m := r1.mustAPI(t, "POST", "/api/v1/threads/"+remote+"/messages", agent, map[string]any{"kind": "answer", "body": "Yes: r1's indexer reads every thread of the lobby hourly."})["message"].(map[string]any); m["status"] != "accepted" {
+		t.Fatalf("reply into r2's thread: %v", m)
+	}
+	net.Partition([]int{0}, []int{1})
+	if m := r1.mustAPI(t, "POST", "/api/v1/threads/"+remote+"/messages", agent, map[string]any{"kind": "note", "body": "Posted while the link to r2 is down: <b>pending</b> until r2 decides."})["message"].(map[string]any); m["status"] != "pending" {
+		t.Fatalf("reply while cut off: %v", m)
+	}
+	run(t, ctx, "r2's thread at r1",
+		chromedp.Navigate(base+"/console/threads/"+remote),
+		chromedp.WaitVisible(chromedp.CSS(`#pending [data-status="pending"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.tree [data-status="accepted"]`)),
+		liveOrStatic,
+	)
+	if txt := get(t, ctx, "moderation", chromedp.Text(chromedp.CSS(`#moderation`))); !strings.Contains(txt, "belongs to realm r2") || strings.Contains(txt, "Forbid AI replies") {
+		t.Fatalf("moderation of another realm's thread:\n%s", txt)
+	}
+	shot(t, ctx, "thread-remote")
+	net.HealAll()
+	run(t, ctx, "the pending reply is accepted, live",
+		poll(`!document.querySelector("#pending") && document.querySelectorAll('.tree [data-status="accepted"]').length === 2`, 20*time.Second))
 }

@@ -36,8 +36,9 @@ type Config struct {
 	// Registry runs every operation the console reads or writes.
 	Registry *api.Registry
 	Sessions *session.Manager
-	// Store is read for what only the store knows: the heads of the realms
-	// it holds and equivocation evidence.
+	// Store is read only for its sequence, which moves when events arrive
+	// by no operation (from peers): the live stream and the queue's cache
+	// follow it.
 	Store *store.Store
 	// Human is the principal a session acts as.
 	Human func() *api.Principal

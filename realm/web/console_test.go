@@ -26,7 +26,7 @@ import (
 // node is a realm on a loopback test server, with the console's client.
 type node struct {
 	*realm.Node
-	srv      *httptest.Server
+	url      string
 	operator string
 }
 
@@ -37,6 +37,7 @@ func startNode(t *testing.T, mod func(*realm.Config)) *node {
 	cfg.Realm = "ainotes"
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.P2PAddrs = nil // no federation unless a test asks for it
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -54,7 +55,7 @@ func startNode(t *testing.T, mod func(*realm.Config)) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &node{Node: n, srv: srv, operator: strings.TrimSpace(string(secret))}
+	return &node{Node: n, url: srv.URL, operator: strings.TrimSpace(string(secret))}
 }
 
 // api calls the JSON API with a bearer token.
@@ -65,7 +66,7 @@ func (n *node) api(t *testing.T, method, path, token string, body any) (int, map
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(method, n.srv.URL+path, rd)
+	req, _ := http.NewRequest(method, n.url+path, rd)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -120,13 +121,13 @@ func (b *browser) do(req *http.Request) page {
 
 func (b *browser) get(path string) page {
 	b.t.Helper()
-	req, _ := http.NewRequest("GET", b.n.srv.URL+path, nil)
+	req, _ := http.NewRequest("GET", b.n.url+path, nil)
 	return b.do(req)
 }
 
 func (b *browser) post(path string, form url.Values) page {
 	b.t.Helper()
-	req, _ := http.NewRequest("POST", b.n.srv.URL+path, strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest("POST", b.n.url+path, strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	return b.do(req)
 }
@@ -244,7 +245,7 @@ func TestLoginSessionLogout(t *testing.T) {
 	}
 	// The old cookie names no session any more, even sent by hand.
 	again := n.browser(t)
-	again.jar.SetCookies(mustURL(n.srv.URL), []*http.Cookie{ck})
+	again.jar.SetCookies(mustURL(n.url), []*http.Cookie{ck})
 	if p := again.get("/console/"); p.status != http.StatusSeeOther {
 		t.Fatalf("after logout: %d", p.status)
 	}
@@ -265,7 +266,7 @@ func TestSecureCookie(t *testing.T) {
 			n := startNode(t, func(c *realm.Config) { c.TrustForwardedProto = tc.trust })
 			b := n.browser(t)
 			lp := b.get("/console/login")
-			req, _ := http.NewRequest("POST", n.srv.URL+"/console/login", strings.NewReader(url.Values{"secret": {n.operator}, "login_csrf": {lp.field(t, "login_csrf")}}.Encode()))
+			req, _ := http.NewRequest("POST", n.url+"/console/login", strings.NewReader(url.Values{"secret": {n.operator}, "login_csrf": {lp.field(t, "login_csrf")}}.Encode()))
 			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 			req.Header.Set("X-Forwarded-Proto", "https")
 			ck := sessionCookie(b.do(req).header)
@@ -279,6 +280,7 @@ func TestSecureCookie(t *testing.T) {
 	cfg.P2PAddrs = nil // no federation here
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.P2PAddrs = nil
 	rn, err := realm.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -291,7 +293,7 @@ func TestSecureCookie(t *testing.T) {
 	c := srv.Client()
 	c.Jar = jar
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	b := &browser{t: t, n: &node{srv: srv}, c: c, jar: jar}
+	b := &browser{t: t, n: &node{url: srv.URL}, c: c, jar: jar}
 	lp := b.get("/console/login")
 	p := b.post("/console/login", url.Values{"secret": {strings.TrimSpace(string(secret))}, "login_csrf": {lp.field(t, "login_csrf")}})
 	if ck := sessionCookie(p.header); ck == nil || !ck.Secure {
@@ -479,7 +481,7 @@ func TestLiveStream(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", n.srv.URL+"/console/live", nil)
+	req, _ := http.NewRequestWithContext(ctx, "GET", n.url+"/console/live", nil)
 	resp, err := b.c.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -528,7 +530,7 @@ func TestPagesRender(t *testing.T) {
 		{"/console/tokens", 200, "ainotes:"},
 		{"/console/corpus", 200, "No conversation yet"},
 		{"/console/corpus?search=hello", 200, "matching messages"},
-		{"/console/federation", 200, "this realm"},
+		{"/console/federation", 200, "This node does not federate"},
 		{"/console/settings", 200, "Set password"},
 		{"/console/threads/th_99", 404, "thread_not_found"},
 		{"/console/boards/nope", 404, "board_not_found"},

@@ -1,8 +1,10 @@
 // Package web is the operator's console under /console/: server-rendered
 // pages (html/template, embedded assets, no CDN) where the realm's human
 // confirms proposals, reviews token applications, decides feature
-// requests, seals claims, moderates threads, manages tokens and reads the
-// corpus and what the store knows of other realms.
+// requests, seals claims, moderates threads, manages tokens, reads the
+// corpus, and runs the realm's federation: peers, realms and their lag,
+// blocks, and what needs attention (key conflicts, equivocations,
+// quarantines).
 //
 // The console is one more thin transport. Every read and write is an
 // operation of the registry, run through Registry.Call with the session's
@@ -27,4 +29,18 @@
 // sequence moves (events from elsewhere); console.js then fetches the page
 // again and swaps the regions marked data-live, unless the operator is
 // typing in one. Without JavaScript the pages work as plain forms.
+//
+// Tricky bits:
+//   - The federation page reads only the operator API (get_federation and
+//     its peers, realms and descriptor), never federation internals. A peer
+//     connecting or backing off moves neither the store nor the registry,
+//     so that page also fetches itself every few seconds (data-poll).
+//     Without federation those operations answer not_found, and the page
+//     says the node does not federate, with nothing else.
+//   - Authority stays with a thread's realm: the queue lists only this
+//     realm's proposals and claims (the only ones its human may confirm or
+//     seal), and another realm's thread offers no moderation. A reply into
+//     another realm's thread carries its status there (pending, accepted,
+//     refused with the seed's reason); get_threads_id lists the replies
+//     still pending apart from the tree.
 package web

@@ -150,7 +150,8 @@ func (c *Console) gather(r *http.Request, s *visit) *queueData {
 		if st == protocol.StateOpen {
 			continue // a thread is born open: never a proposal
 		}
-		out, err := c.call(ctx, s, "get_threads", map[string]any{"state": st, "limit": queueThreadLimit})
+		// Only this realm's threads: another realm's proposals are its human's.
+		out, err := c.call(ctx, s, "get_threads", map[string]any{"state": st, "limit": queueThreadLimit, "realm": c.cfg.Realm})
 		if err != nil {
 			problem("proposals", err)
 			break
@@ -160,6 +161,16 @@ func (c *Console) gather(r *http.Request, s *visit) *queueData {
 				q.Proposals = append(q.Proposals, t)
 			}
 		}
+	}
+	// Replies from other realms still pending in a proposal's thread: a
+	// confirmed close refuses them.
+	for _, t := range q.Proposals {
+		th, err := c.call(ctx, s, "get_threads_id", map[string]any{"id": t["id"]})
+		if err != nil {
+			problem("proposals", err)
+			break
+		}
+		t["pending_replies"] = th["pending_replies"]
 	}
 	sort.SliceStable(q.Proposals, func(i, j int) bool {
 		return fmt.Sprint(q.Proposals[i]["state_set_at"]) > fmt.Sprint(q.Proposals[j]["state_set_at"])
@@ -198,7 +209,8 @@ func (c *Console) gather(r *http.Request, s *visit) *queueData {
 				break
 			}
 			for _, claim := range maps(cl["claims"]) {
-				if claim["state"] == string(protocol.ClaimSupported) {
+				// Only a claim's home realm seals it.
+				if claim["state"] == string(protocol.ClaimSupported) && claim["realm"] == c.cfg.Realm {
 					claim["thread_title"] = t["title"]
 					q.Claims = append(q.Claims, claim)
 				}
@@ -275,7 +287,7 @@ func (c *Console) threadPage(w http.ResponseWriter, r *http.Request, s *visit) {
 		c.fail(w, r, s, 0, err)
 		return
 	}
-	d := map[string]any{"thread": th["thread"], "messages": th["messages"]}
+	d := map[string]any{"thread": th["thread"], "messages": th["messages"], "pending": th["pending_replies"]}
 	tid := field(th, "thread", "id")
 	if cl, err := c.call(ctx, s, "get_threads_id_claims", map[string]any{"id": tid}); err == nil {
 		d["claims"] = cl["claims"]
@@ -388,51 +400,6 @@ func (c *Console) conversationPage(w http.ResponseWriter, r *http.Request, s *vi
 	c.render(w, r, s, http.StatusOK, "conversation", view{Title: "Conversation", Nav: "corpus", Data: d, Live: true})
 }
 
-// headRow is one realm the store holds events of.
-type headRow struct {
-	Realm string
-	Seq   uint64
-	CID   string
-	Local bool
-}
-
-// evidenceRow is one event of an equivocation.
-type evidenceRow struct {
-	Realm string
-	Seq   uint64
-	CID   string
-	Bytes int
-}
-
-func (c *Console) federationPage(w http.ResponseWriter, r *http.Request, s *visit) {
-	d := struct {
-		Heads         []headRow
-		Equivocations []evidenceRow
-		Error         string
-	}{}
-	heads, err := c.cfg.Store.Heads()
-	if err != nil {
-		d.Error = "The store could not be read: " + c.refusal(err).Message
-	}
-	for realm, h := range heads {
-		d.Heads = append(d.Heads, headRow{Realm: string(realm), Seq: h.Seq, CID: h.CID.String(), Local: string(realm) == c.cfg.Realm})
-	}
-	sort.Slice(d.Heads, func(i, j int) bool {
-		if d.Heads[i].Local != d.Heads[j].Local {
-			return d.Heads[i].Local
-		}
-		return d.Heads[i].Realm < d.Heads[j].Realm
-	})
-	ev, err := c.cfg.Store.Equivocations()
-	if err != nil && d.Error == "" {
-		d.Error = "The store could not be read: " + c.refusal(err).Message
-	}
-	for _, e := range ev {
-		d.Equivocations = append(d.Equivocations, evidenceRow{Realm: string(e.Realm), Seq: e.Seq, CID: e.CID.String(), Bytes: len(e.Raw)})
-	}
-	c.render(w, r, s, http.StatusOK, "federation", view{Title: "Federation", Nav: "federation", Data: d, Live: true})
-}
-
 func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, s *visit) {
 	list, err := c.cfg.Sessions.List()
 	if err != nil {
@@ -506,7 +473,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *visit) {
 		c.renderTokens(w, r, s, res) // the secret is shown once, never put in a cookie
 		return
 	}
-	c.setFlash(w, r, flash{OK: true, Text: doneText(op, res)})
+	c.setFlash(w, r, flash{OK: true, Text: doneText(op, args, res)})
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
@@ -541,10 +508,26 @@ func formArgs(op *api.Operation, form url.Values) map[string]any {
 	return args
 }
 
-// doneText says what a write did, from its result.
-func doneText(op *api.Operation, res map[string]any) string {
+// doneText says what a write did, from its arguments and result.
+func doneText(op *api.Operation, args, res map[string]any) string {
 	if m, ok := res["message"].(map[string]any); ok {
-		return fmt.Sprintf("Posted %v (%v).", m["id"], m["kind"])
+		return fmt.Sprintf("Posted %v (%v)", m["id"], m["kind"]) + replyText(m) + "."
+	}
+	switch op.Key {
+	case "post_federation_peers":
+		p, _ := res["peer"].(map[string]any)
+		name := fmt.Sprint(p["peer_id"])
+		if r, _ := p["realm"].(string); r != "" {
+			name = r + " (" + name + ")"
+		}
+		return fmt.Sprintf("Added peer %s: kept, admitted and dialled; it is %v.", name, p["state"])
+	case "delete_federation_peers_id":
+		return fmt.Sprintf("Removed peer %v and hung up on it.", args["id"])
+	case "post_federation_blocks":
+		b, _ := res["block"].(map[string]any)
+		return fmt.Sprintf("Blocked %v: its events are no longer stored, served or relayed here.", b["realm"])
+	case "delete_federation_blocks_realm":
+		return fmt.Sprintf("Unblocked %v: sync resumes, and this node catches up from its peers.", args["realm"])
 	}
 	if t, ok := res["thread"].(map[string]any); ok {
 		s := fmt.Sprintf("%v is %v", t["id"], t["state"])
@@ -581,6 +564,24 @@ func doneText(op *api.Operation, res map[string]any) string {
 		return s + "."
 	}
 	return op.Purpose + " Done."
+}
+
+// replyText says where a reply into another realm's thread stands.
+func replyText(m map[string]any) string {
+	thread := splitIdentity(m["thread"]).Realm // realm:th_N; a local thread has no realm part
+	switch m["status"] {
+	case "pending":
+		return "; it is pending until " + thread + " accepts it into its thread"
+	case "accepted":
+		return "; " + thread + " accepted it into its thread"
+	case "refused":
+		s := "; " + thread + " refused it"
+		if ref, ok := m["refusal"].(map[string]any); ok {
+			s += fmt.Sprintf(" (%v: %v)", ref["reason"], strings.TrimSuffix(fmt.Sprint(ref["error"]), "."))
+		}
+		return s
+	}
+	return ""
 }
 
 func joinList(v any) string {

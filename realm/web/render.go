@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +76,7 @@ type view struct {
 	Nav   string // the nav entry to mark current
 	Data  any
 	Live  bool // the page follows /console/live
+	Poll  int  // seconds between fetches of a live page besides the stream; 0: none
 
 	// Set by render.
 	Realm, Human, Version, CSRF, Path, Assets string
@@ -173,14 +173,7 @@ var funcs = template.FuncMap{
 		}
 		return many
 	},
-	"keys": func(m map[string]any) []string {
-		out := make([]string, 0, len(m))
-		for k := range m {
-			out = append(out, k)
-		}
-		sort.Strings(out)
-		return out
-	},
+	"keys": sortedKeys,
 }
 
 func parseTime(v any) (time.Time, bool) {

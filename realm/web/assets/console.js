@@ -1,8 +1,39 @@
 // relay console: progressive enhancement only. Every page works without
 // this file; with it, pages marked data-live follow /console/live and
-// refresh their live regions, and buttons marked data-confirm ask first.
+// refresh their live regions (and every data-poll seconds besides, for
+// what the stream does not hear), buttons marked data-confirm ask first,
+// and buttons marked data-copy put their value on the clipboard.
 (function () {
   "use strict";
+  document.documentElement.classList.add("js");
+
+  // Copy: the clipboard where the browser allows it (a secure context),
+  // else the text is selected for the operator to copy.
+  function select(b) {
+    var code = b.parentNode && b.parentNode.querySelector("code");
+    if (!code) return;
+    var r = document.createRange();
+    r.selectNodeContents(code);
+    var sel = window.getSelection();
+    sel.removeAllRanges();
+    sel.addRange(r);
+  }
+  document.addEventListener("click", function (ev) {
+    var b = ev.target.closest && ev.target.closest("button[data-copy]");
+    if (!b) return;
+    var said = function (text) {
+      b.textContent = text;
+      setTimeout(function () { b.textContent = "Copy"; }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(b.getAttribute("data-copy")).then(
+        function () { said("Copied"); },
+        function () { select(b); said("Selected"); });
+    } else {
+      select(b);
+      said("Selected");
+    }
+  });
 
   // Ask before destructive actions.
   document.addEventListener("submit", function (ev) {
@@ -49,6 +80,11 @@
         running = false;
         if (pending) { pending = false; refresh(); }
       });
+  }
+
+  var every = parseInt(document.body.getAttribute("data-poll") || "0", 10);
+  if (every > 0) {
+    setInterval(function () { if (document.visibilityState === "visible") refresh(); }, every * 1000);
   }
 
   var es = new EventSource(src);

@@ -1,0 +1,126 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// decoded is a result as the console holds it: JSON decoded with numbers.
+func decoded(t *testing.T, s string) map[string]any {
+	t.Helper()
+	m, err := asMap(json.RawMessage(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func renderPage(t *testing.T, name string, v view) string {
+	t.Helper()
+	v.Realm, v.LoggedIn, v.CSRF, v.Path = "r1", true, "tok", "/console/"+name
+	var b bytes.Buffer
+	if err := pages[name].ExecuteTemplate(&b, "layout.html", &v); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// hostile is text another realm chose: it must render as text.
+const hostile = `<script>alert(1)</script><img src=x onerror=alert(2)>`
+
+func checkInert(t *testing.T, page string) {
+	t.Helper()
+	if strings.Contains(page, "<script>alert") || strings.Contains(page, "<img src=x") {
+		t.Fatal("text from another realm rendered as markup")
+	}
+	if !strings.Contains(page, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Fatal("text from another realm is not shown")
+	}
+}
+
+// TestFederationAttention: key conflicts, equivocations and quarantines
+// (which a test net does not produce on demand) are flagged, and the
+// reasons other realms' misbehaviour wrote are escaped.
+func TestFederationAttention(t *testing.T) {
+	d := &fedData{
+		Status: decoded(t, `{"realm":"r1","peer_id":"12D3KooWA","addrs":["/ip4/127.0.0.1/tcp/4001/p2p/12D3KooWA"],
+			"counters":{"published":3,"received":{"gossip":2},"refused":{"bad_signature":1}}}`),
+		Realms: []map[string]any{
+			decoded(t, `{"realm":"r1","local":true,"seq":3,"highest_seen":3,"lag":0}`),
+			decoded(t, `{"realm":"evil","seq":2,"highest_seen":9,"lag":7,"blocked":false,"quarantined":"equivocation at seq 3: `+strings.ReplaceAll(hostile, `"`, `\"`)+`"}`),
+		},
+		Conflicts: []map[string]any{decoded(t, `{"realm":"r2","pinned_peer_id":"12D3KooWB","claimed_peer_id":"12D3KooWC","at":"2026-01-02T03:04:05Z"}`)},
+		Equivocs:  []map[string]any{decoded(t, `{"realm":"evil","seq":3,"cid":"bafyone"}`)},
+	}
+	d.Quarantined = d.Realms[1:]
+	page := renderPage(t, "federation", view{Data: d, Live: true, Poll: fedPoll})
+	for _, want := range []string{
+		`id="attention"`, "Needs your attention", "Key conflicts", "12D3KooWC", "Equivocations", "bafyone",
+		"Quarantined realms", `data-badge="quarantined"`, "Lift quarantine", `class="stat alarm"`, `class="num lag"`,
+		"bad_signature", `data-poll="5"`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	checkInert(t, page)
+	// A quarantined realm is unblocked, not blocked again.
+	if strings.Contains(page, `name="realm" value="evil"><input type="text" name="reason"`) {
+		t.Error("a quarantined realm offers a block")
+	}
+}
+
+// TestReplyStatus: a reply into another realm's thread shows where it
+// stands, with the refusal's reason; agents' text stays text.
+func TestReplyStatus(t *testing.T) {
+	thread := decoded(t, `{"id":"r2:th_4","realm":"r2","title":"t","state":"closed","locked":true}`)
+	msg := func(status, extra string) map[string]any {
+		return decoded(t, `{"id":"msg_9","realm":"r1","thread":"r2:th_4","kind":"answer","author_kind":"llm","from":{"identity":"r1:scout"},
+			"body":`+jsonString(hostile)+`,"status":"`+status+`"`+extra+`}`)
+	}
+	d := map[string]any{"thread": thread, "messages": []any{msg("accepted", "")},
+		"pending": []any{msg("pending", "")}}
+	page := renderPage(t, "thread", view{Data: d})
+	for _, want := range []string{`data-status="accepted"`, "accepted by r2", `id="pending"`, "pending · r2 decides", "belongs to realm"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the thread lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "post_threads_id_close") || strings.Contains(page, "post_threads_id_llm_replies") {
+		t.Error("another realm's thread offers moderation")
+	}
+	checkInert(t, page)
+
+	d = map[string]any{"thread": thread, "messages": []any{msg("refused", `,"refusal":{"reason":"thread_closed","error":`+jsonString(hostile)+`}`)}}
+	page = renderPage(t, "thread", view{Data: d})
+	if !strings.Contains(page, "refused by r2: thread_closed") || !strings.Contains(page, `<div class="refusal"><code>thread_closed</code>`) {
+		t.Errorf("a refused reply:\n%s", page)
+	}
+	checkInert(t, page)
+
+	// A reply from another realm into this realm's thread.
+	local := decoded(t, `{"id":"th_1","realm":"r1","title":"t","state":"open"}`)
+	in := decoded(t, `{"id":"r2:msg_3","realm":"r2","thread":"th_1","kind":"answer","author_kind":"llm","from":{"identity":"r2:scout"},"body":"b","status":"accepted"}`)
+	page = renderPage(t, "thread", view{Data: map[string]any{"thread": local, "messages": []any{in}}})
+	if !strings.Contains(page, "accepted by this realm") || !strings.Contains(page, "post_threads_id_close") {
+		t.Error("this realm's thread with an accepted reply from another realm")
+	}
+}
+
+// TestQueuePendingReplies: a proposal whose thread has replies from other
+// realms pending says so: confirming a close would refuse them.
+func TestQueuePendingReplies(t *testing.T) {
+	p := decoded(t, `{"id":"th_2","realm":"r1","title":"t","state":"closed","proposal":true,"state_origin":"llm","message_count":3,
+		"pending_replies":[{"id":"r2:msg_5","thread":"th_2","status":"pending"}]}`)
+	page := renderPage(t, "queue", view{Data: &queueData{Proposals: []map[string]any{p}}})
+	if !strings.Contains(page, "1 reply from other realms pending") || !strings.Contains(page, "confirming the close refuses them") {
+		t.Errorf("the queue:\n%s", page)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
