@@ -41,6 +41,10 @@ func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
 	params.MaxIDontWantMessages = 100_000
 	params.MaxIDontWantLength = 1000
 	params.HeartbeatInterval = 700 * time.Millisecond
+	// A small mesh: the origin floods its own events to every peer on the
+	// topic, so each receiver need forward to few; every forward a peer
+	// already has is bytes on the wire for nothing.
+	params.D, params.Dlo, params.Dhi, params.Dscore, params.Dout, params.Dlazy = 2, 1, 3, 1, 0, 3
 	return pubsub.NewGossipSub(ctx, h,
 		pubsub.WithGossipSubParams(params),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
@@ -248,8 +252,9 @@ func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err erro
 
 // gapGrace is how long a gap in gossip may last before catch-up is asked
 // to fill it: validations run concurrently, so an event often arrives a
-// moment before the one it follows, which needs no round trip.
-const gapGrace = 250 * time.Millisecond
+// moment before the one it follows, and under load the one it follows may
+// be a while in a queue; pulling it too would only send it twice.
+const gapGrace = time.Second
 
 // hold keeps a gossiped event that arrived ahead of the held chain, and
 // asks from for a catch-up pass if the gap outlives gapGrace.
