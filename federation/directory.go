@@ -17,6 +17,14 @@ import (
 	"relay/store"
 )
 
+// MaxRealms bounds the directory: a peer cannot make a node follow an
+// endless stream of made-up realms.
+const MaxRealms = 4096
+
+// ErrDirectoryFull is returned for a new realm when the directory holds
+// MaxRealms already.
+var ErrDirectoryFull = errors.New("federation: realm directory full")
+
 // ErrKeyConflict is returned when a descriptor claims a realm name the
 // directory has pinned to another key.
 var ErrKeyConflict = errors.New("federation: realm name pinned to another key")
@@ -105,8 +113,11 @@ func (d *Directory) Learn(ctx context.Context, raw []byte) (*DirEntry, error) {
 	}
 	d.mu.RLock()
 	old := d.entries[e.Realm]
+	full := len(d.entries) >= MaxRealms
 	d.mu.RUnlock()
 	switch {
+	case old == nil && full:
+		return nil, fmt.Errorf("%w: %d realms; %s not taken", ErrDirectoryFull, MaxRealms, e.Realm)
 	case old != nil && !bytes.Equal(old.Key, e.Key):
 		k := string(e.Realm) + "\x00" + e.PeerID.String()
 		d.mu.Lock()
