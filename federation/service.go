@@ -211,7 +211,8 @@ func (s *Service) Addrs() []string {
 }
 
 // Wire returns the bytes this node has received and sent to peers since it
-// started, over every protocol.
+// started, over every protocol. libp2p totals them once a second, so the
+// last second's traffic may not show yet.
 func (s *Service) Wire() (in, out int64) {
 	t := s.bw.GetBandwidthTotals()
 	return t.TotalIn, t.TotalOut

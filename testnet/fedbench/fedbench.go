@@ -73,6 +73,10 @@ type Result struct {
 	CatchUpLogBytes int64   `json:"catchup_log_bytes,omitempty"`
 }
 
+// wireSettle is how long to wait before reading the bandwidth counters,
+// which libp2p totals once a second.
+const wireSettle = 1500 * time.Millisecond
+
 // Run measures replication, then catch-up.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	if o.Logger == nil {
@@ -133,7 +137,8 @@ func replication(ctx context.Context, o Options, res *Result) error {
 	if err := net.WaitConverged(30 * time.Second); err != nil {
 		return err
 	}
-	// Let the topic meshes settle before the clock starts.
+	// Let the topic meshes settle before the clock starts (and the
+	// bandwidth counters, which libp2p totals once a second, catch up).
 	time.Sleep(2 * time.Second)
 	oname := protocol.Realm(origin.Name)
 	recs := make([]*commits, len(net.Realms))
@@ -189,7 +194,8 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	time.Sleep(500 * time.Millisecond)
+	// libp2p's bandwidth counters add up once a second.
+	time.Sleep(wireSettle)
 
 	var lat []time.Duration
 	var size, events int64
@@ -296,6 +302,7 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 	d := time.Since(start)
 	res.CatchUpSeconds = d.Seconds()
 	res.CatchUpRate = float64(target.Seq) / d.Seconds()
+	time.Sleep(wireSettle)
 	res.CatchUpWireIn, _ = late.Node.Federation().Wire()
 	return nil
 }
