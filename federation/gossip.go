@@ -204,7 +204,7 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 			return pubsub.ValidationReject
 		}
 		raw := m.GetData()
-		_, err = s.st.Ingest(ctx, raw, verified)
+		_, err = s.st.IngestDecoded(ctx, ev, c, raw, verified)
 		switch {
 		case err == nil:
 			s.stats.received("gossip", 1)

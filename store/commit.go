@@ -121,6 +121,16 @@ func (s *Store) Ingest(ctx context.Context, raw []byte, verify func(*protocol.Ev
 	if err != nil {
 		return nil, err
 	}
+	return s.IngestDecoded(ctx, ev, c, raw, verify)
+}
+
+// IngestDecoded is Ingest of an event the caller already decoded with
+// protocol.DecodeEvent from raw (its CID c): the gossip validator decodes
+// to check the signature and need not pay for it twice.
+func (s *Store) IngestDecoded(ctx context.Context, ev *protocol.Event, c cid.Cid, raw []byte, verify func(*protocol.Event) error) (*StoredEvent, error) {
+	if verify == nil {
+		return nil, errors.New("store: Ingest needs a verify function")
+	}
 	raw = bytes.Clone(raw)
 	return s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
 		h := tx.head(ev.Realm)
