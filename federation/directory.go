@@ -25,6 +25,9 @@ const MaxRealms = 4096
 // MaxRealms already.
 var ErrDirectoryFull = errors.New("federation: realm directory full")
 
+// maxConflicts bounds the refused claims kept for the operator.
+const maxConflicts = 256
+
 // ErrKeyConflict is returned when a descriptor claims a realm name the
 // directory has pinned to another key.
 var ErrKeyConflict = errors.New("federation: realm name pinned to another key")
@@ -53,6 +56,7 @@ type Conflict struct {
 type Directory struct {
 	st *store.Store
 
+	learn     sync.Mutex // one Learn at a time: the check and the write agree
 	mu        sync.RWMutex
 	entries   map[protocol.Realm]*DirEntry
 	conflicts map[string]Conflict
@@ -111,6 +115,8 @@ func (d *Directory) Learn(ctx context.Context, raw []byte) (*DirEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.learn.Lock()
+	defer d.learn.Unlock()
 	d.mu.RLock()
 	old := d.entries[e.Realm]
 	full := len(d.entries) >= MaxRealms
@@ -122,6 +128,9 @@ func (d *Directory) Learn(ctx context.Context, raw []byte) (*DirEntry, error) {
 		k := string(e.Realm) + "\x00" + e.PeerID.String()
 		d.mu.Lock()
 		_, known := d.conflicts[k]
+		if !known && len(d.conflicts) >= maxConflicts {
+			known = true // enough evidence kept; the claim is refused all the same
+		}
 		c := Conflict{Realm: e.Realm, Pinned: old.PeerID.String(), Claimed: e.PeerID.String(), At: time.Now().UTC()}
 		if !known {
 			d.conflicts[k] = c
@@ -141,9 +150,6 @@ func (d *Directory) Learn(ctx context.Context, raw []byte) (*DirEntry, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if cur := d.entries[e.Realm]; cur != nil && (!bytes.Equal(cur.Key, e.Key) || cur.At.After(e.At)) {
-		return cur, nil // lost a race with another Learn
-	}
 	d.entries[e.Realm] = e
 	return e, nil
 }

@@ -223,8 +223,10 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 			s.hold(realm, ev.Seq, raw, from)
 			return pubsub.ValidationAccept
 		case errors.Is(err, store.ErrEquivocation):
+			// Signed by its realm: the peer that relayed it may be honest
+			// (each branch is valid somewhere), so it is not scored down.
 			s.quarantine(realm, "equivocation at seq "+itoa(ev.Seq)+": "+c.String())
-			return pubsub.ValidationReject
+			return pubsub.ValidationIgnore
 		case errors.Is(err, protocol.ErrChainBroken):
 			s.stats.refused("chain")
 			s.kick(from) // a fork below the head: catch-up collects the evidence
@@ -256,9 +258,18 @@ func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err erro
 // be a while in a queue; pulling it too would only send it twice.
 const gapGrace = time.Second
 
+// holdWindow is how far ahead of the held head a gossiped event is kept;
+// farther ones are left to catch-up, so a realm signing far-future events
+// cannot fill memory.
+const holdWindow = maxRangeEvents
+
 // hold keeps a gossiped event that arrived ahead of the held chain, and
 // asks from for a catch-up pass if the gap outlives gapGrace.
 func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte, from peer.ID) {
+	if heads, err := s.st.Heads(); err != nil || seq > heads[realm].Seq+holdWindow {
+		s.kick(from)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.pending[realm]

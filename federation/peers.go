@@ -165,6 +165,10 @@ func (s *Service) RemovePeer(ctx context.Context, id string) error {
 		return err
 	}
 	s.mu.Lock()
+	if p := s.peers[pid]; p != nil && p.connected {
+		p.connected = false
+		p.stop() // its sync worker ends now: disconnected will not find it
+	}
 	delete(s.peers, pid)
 	s.mu.Unlock()
 	s.gater.set(s.gater.allowed, pid, false)
@@ -236,15 +240,18 @@ func (s *Service) dialLoop() {
 		}
 		s.mu.Unlock()
 		for _, p := range due {
-			go s.dial(p)
+			s.mu.Lock()
+			ai := peer.AddrInfo{ID: p.id, Addrs: append([]ma.Multiaddr(nil), p.addrs...)}
+			s.mu.Unlock()
+			go s.dial(p, ai)
 		}
 	}
 }
 
-func (s *Service) dial(p *peerState) {
+func (s *Service) dial(p *peerState, ai peer.AddrInfo) {
 	ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
 	defer cancel()
-	err := s.host.Connect(ctx, peer.AddrInfo{ID: p.id, Addrs: p.addrs})
+	err := s.host.Connect(ctx, ai)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p.dialing = false

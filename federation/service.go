@@ -142,10 +142,12 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if err := s.pinSelf(); err != nil {
+		s.cancel()
 		s.host.Close()
 		return nil, err
 	}
 	if s.ps, err = newPubSub(s.ctx, s.host); err != nil {
+		s.cancel()
 		s.host.Close()
 		return nil, err
 	}
@@ -155,6 +157,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		DisconnectedF: func(_ network.Network, c network.Conn) { s.disconnected(c.RemotePeer()) },
 	})
 	if err := s.joinDirectory(); err != nil {
+		s.cancel()
 		s.host.Close()
 		return nil, fmt.Errorf("federation: directory topic: %w", err)
 	}

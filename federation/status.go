@@ -40,10 +40,15 @@ func (st *stats) refused(cause string) {
 	st.refusals[cause]++
 }
 
-func (st *stats) seen(heads map[protocol.Realm]protocol.Head) {
+// seen keeps the newest head a peer showed of each realm the directory
+// knows (a peer may list any name; only known realms are kept).
+func (st *stats) seen(heads map[protocol.Realm]protocol.Head, dir *Directory) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for r, h := range heads {
+		if _, ok := dir.Key(r); !ok {
+			continue
+		}
 		if h.Seq > st.highest[r].Seq {
 			st.highest[r] = h
 		}

@@ -62,12 +62,23 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 	if err != nil {
 		return err
 	}
-	a := headsAnswer{Heads: []wireHead{}, Descriptors: s.dir.raws(s.cfg.Realm)}
+	// The answer stays within what a peer reads (maxHeadsSize): heads
+	// first, then descriptors (this realm's first), then evidence, each
+	// while the budget lasts.
+	a := headsAnswer{Heads: []wireHead{}, Descriptors: [][]byte{}}
+	budget := maxHeadsSize - 64<<10
 	for r, h := range heads {
 		if s.isBlocked(r) {
 			continue
 		}
 		a.Heads = append(a.Heads, wireHead{Realm: string(r), Seq: h.Seq, CID: h.CID.Bytes()})
+		budget -= 96
+	}
+	for _, raw := range s.dir.raws(s.cfg.Realm) {
+		if budget -= len(raw) + 8; budget < 0 {
+			break
+		}
+		a.Descriptors = append(a.Descriptors, raw)
 	}
 	evs, err := s.st.Equivocations()
 	if err != nil {
@@ -75,6 +86,9 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 	}
 	for _, e := range evs {
 		if len(a.Evidence) == maxEvidence {
+			break
+		}
+		if budget -= len(e.Raw) + 8; budget < 0 {
 			break
 		}
 		a.Evidence = append(a.Evidence, e.Raw)
@@ -89,17 +103,27 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 func (s *Service) answerRange(w *bufio.Writer, q *request) error {
 	realm := protocol.Realm(q.Realm)
 	if !s.isBlocked(realm) {
-		evs, err := s.st.Range(realm, q.From, q.Limit)
-		if err != nil {
-			return err
-		}
-		size := 0
-		for _, se := range evs {
-			if size += len(se.Raw); size > maxRangeBytes {
+		// Read in small steps, so that a range of large events never sits
+		// in memory whole; stop at the byte budget.
+		from, sent, size := q.From, 0, 0
+	read:
+		for sent < q.Limit {
+			evs, err := s.st.Range(realm, from, min(64, q.Limit-sent))
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
 				break
 			}
-			if err := writeFrame(w, se.Raw); err != nil {
-				return err
+			for _, se := range evs {
+				if size += len(se.Raw); size > maxRangeBytes {
+					break read
+				}
+				if err := writeFrame(w, se.Raw); err != nil {
+					return err
+				}
+				sent++
+				from = se.Event.Seq + 1
 			}
 		}
 	}
@@ -295,7 +319,7 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 	p.lastSync = time.Now().UTC()
 	p.lastErr = ""
 	s.mu.Unlock()
-	s.stats.seen(theirs)
+	s.stats.seen(theirs, s.dir)
 	mine, err := s.st.Heads()
 	if err != nil {
 		return err
@@ -323,6 +347,9 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 				continue
 			}
 			if err := s.pull(ctx, p.id, realm, key, m.Seq+1, to); err != nil {
+				if errors.Is(err, store.ErrDependency) {
+					continue // it waits on another realm: go on with the others
+				}
 				return err
 			}
 		case h.Seq > 0 && h.Seq <= m.Seq:

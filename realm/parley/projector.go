@@ -81,9 +81,15 @@ type apply struct {
 	realm protocol.Realm
 	at    time.Time
 	cid   string
+	by    string // the author when not the event's (a decision applied early)
 }
 
-func (p *apply) author() string { return p.se.Event.Author }
+func (p *apply) author() string {
+	if p.by != "" {
+		return p.by
+	}
+	return p.se.Event.Author
+}
 
 // resolve turns a key written by the event's realm into a record id: a
 // bare key names the author's realm.

@@ -2,6 +2,7 @@ package parley
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -41,12 +42,18 @@ type decisionData struct {
 	Error   string           `cbor:"error,omitempty"`
 }
 
-// decisionRec is a decision kept until its reply arrives.
+// decisionRec is a decision kept until its reply arrives, with what of
+// the decision's own event the reply's settling needs, so that a replica
+// that gets the decision first ends where one that gets it second does.
 type decisionRec struct {
+	Thread   rid              `json:"thread"`
 	Accepted bool             `json:"accepted"`
 	Change   *protocol.Change `json:"change,omitempty"`
 	Reason   string           `json:"reason,omitempty"`
 	Error    string           `json:"error,omitempty"`
+	At       time.Time        `json:"at"`
+	CID      string           `json:"cid"`
+	Author   string           `json:"author"`
 }
 
 // Refusal is why a thread's realm refused a reply: the seed's reason.
@@ -73,7 +80,18 @@ func (p *apply) reply(m *messageRec) error {
 	if err := p.tx.Delete(key(pfxDecision, p.se.CID.Bytes())); err != nil {
 		return err
 	}
-	return p.settle(m, dec)
+	if dec.Thread != m.Thread {
+		// A word on this reply from a realm whose thread it is not in:
+		// not the thread's realm's to give. The reply waits for the real one.
+		if err := p.tx.Set(key(pfxPending, m.Thread.bytes(), rid{m.Realm, m.N}.bytes()), []byte(m.CID)); err != nil {
+			return err
+		}
+		return putJSON(p.tx, key(pfxMessage, rid{m.Realm, m.N}.bytes()), m)
+	}
+	// Settle as the decision's event did: its realm, time and CID.
+	as := *p
+	as.realm, as.at, as.cid, as.by = dec.Thread.Realm, dec.At, dec.CID, dec.Author
+	return as.settle(m, dec)
 }
 
 // decision applies the thread's realm's word on a reply.
@@ -89,14 +107,26 @@ func (p *apply) decision(d decisionData, accepted bool) error {
 	if err != nil {
 		return err
 	}
-	dec := decisionRec{Accepted: accepted, Change: d.Change, Reason: d.Reason, Error: d.Error}
+	// The thread comes before any word on it in its realm's chain.
+	if _, err := p.loadThread(tid); err != nil {
+		return err
+	}
+	dec := decisionRec{Thread: tid, Accepted: accepted, Change: d.Change, Reason: d.Reason, Error: d.Error,
+		At: p.at, CID: p.cid, Author: p.author()}
 	var ref cidRef
 	ok, err := p.tx.GetJSON(key(pfxCID, c.Bytes()), &ref)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return putJSON(p.tx, key(pfxDecision, c.Bytes()), &dec) // the reply is on its way
+		// The reply is on its way. The first word kept is the one that
+		// counts, as it is for a reply already held.
+		if _, err := p.tx.Get(key(pfxDecision, c.Bytes())); err == nil {
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return putJSON(p.tx, key(pfxDecision, c.Bytes()), &dec)
 	}
 	var m messageRec
 	if ok, err := p.tx.GetJSON(key(pfxMessage, ref.ID.bytes()), &m); err != nil || !ok {
