@@ -158,6 +158,7 @@ func TestTrivialHandler(t *testing.T) {
 // durable store: the real thing, small.
 func TestRunSmoke(t *testing.T) {
 	opts := DefaultOptions()
+	opts.Phases = []string{GroupParley, PhaseCeiling}
 	opts.Concurrency = 4
 	opts.Warmup = 50 * time.Millisecond
 	opts.Duration = 300 * time.Millisecond
