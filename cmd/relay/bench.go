@@ -47,6 +47,7 @@ func benchCommand() *cli.Command {
 			&cli.IntFlag{Name: "subscribers", Value: dc.Subscribers, Usage: "streams the fanout phase opens", EnvVars: []string{"RELAY_BENCH_SUBSCRIBERS"}},
 			&cli.Float64Flag{Name: "fanout-rate", Value: dc.FanoutRate, Usage: "writes per second during the fanout phase, for --duration", EnvVars: []string{"RELAY_BENCH_FANOUT_RATE"}},
 			&cli.StringFlag{Name: "node", Usage: "a running node's base URL (default: start one in this process)", EnvVars: []string{"RELAY_BENCH_NODE"}},
+			&cli.StringFlag{Name: "data", Usage: "keep the in-process node's store in `DIR` (reused: a corpus loaded there is not loaded again); default a temporary directory, removed", EnvVars: []string{"RELAY_BENCH_DATA"}},
 			&cli.StringFlag{Name: "operator-token-file", Value: "./data/operator.token", Usage: "file holding the operator secret of --node (the forum phases need it)", EnvVars: []string{"RELAY_BENCH_OPERATOR_TOKEN_FILE"}},
 			&cli.BoolFlag{Name: "rate-limit-off", Value: def.RateLimitOff, Usage: "run the in-process node without its per-token rate limit (--rate-limit-off=false keeps it)", EnvVars: []string{"RELAY_BENCH_RATE_LIMIT_OFF"}},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the in-process node and the generator) during one phase's window to `FILE`", EnvVars: []string{"RELAY_BENCH_CPUPROFILE"}},
@@ -82,6 +83,7 @@ func benchCommand() *cli.Command {
 			opts.Corpus.Subscribers = c.Int("subscribers")
 			opts.Corpus.FanoutRate = c.Float64("fanout-rate")
 			opts.RateLimitOff = c.Bool("rate-limit-off")
+			opts.NodeDir = c.String("data")
 			// The in-process node logs only what goes wrong: its info lines
 			// (a token issued per agent) are noise here.
 			opts.NodeLogger = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))

@@ -21,7 +21,10 @@ type CorpusReport struct {
 	Options CorpusOptions `json:"options"`
 	// Agents is the number of registered corpus agents writing, one per
 	// client.
-	Agents  int            `json:"agents"`
+	Agents int `json:"agents"`
+	// Before is the messages of local agents the node held before the
+	// corpus phases wrote (a kept data directory, or a running node).
+	Before  int            `json:"messages_before"`
 	Load    *LoadResult    `json:"load,omitempty"`
 	Appends *AppendsResult `json:"appends,omitempty"`
 	Search  *SearchResult  `json:"search,omitempty"`
@@ -47,7 +50,8 @@ type AppendsResult struct {
 // every ConversationSize messages.
 type LoadResult struct {
 	Written int64 `json:"written"`
-	// Messages this generator has had acknowledged by the node, all phases.
+	// Held is the messages the node held after the load: those before and
+	// every write acknowledged since.
 	Held       int              `json:"held"`
 	Seconds    float64          `json:"seconds"`
 	Rate       float64          `json:"rate_per_s"`
@@ -59,7 +63,7 @@ type LoadResult struct {
 // SearchResult is the search phase: closed loops of searchers at each
 // level of concurrency, several runs each.
 type SearchResult struct {
-	// Messages this generator wrote to the node (it may hold more).
+	// Corpus is the messages the node held as the phase began.
 	Corpus        int           `json:"corpus_messages"`
 	Queries       int           `json:"queries"`
 	DistinctTerms int           `json:"distinct_terms"`
@@ -200,8 +204,11 @@ func (c *CorpusReport) writeTable(w io.Writer) error {
 	var tw *tabwriter.Writer
 	row := func(cells ...string) { fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t") }
 	table := func() { tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight) }
+	if c.Before > 0 {
+		fmt.Fprintf(w, "the node held %d messages before\n", c.Before)
+	}
 	if l := c.Load; l != nil {
-		fmt.Fprintf(w, "load: %d messages in %s, %.0f/s, %d errors (cores this/other %s); %d messages written in all\n",
+		fmt.Fprintf(w, "load: %d messages in %s, %.0f/s, %d errors (cores this/other %s); the node then held %d\n",
 			l.Written, seconds(l.Seconds), l.Rate, l.Errors, cpuText(l.CPU), l.Held)
 	}
 	if a := c.Appends; a != nil {
@@ -234,7 +241,7 @@ func (c *CorpusReport) writeTable(w io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "search: %d distinct queries of 1-3 words (%d distinct terms), limit %d, over %d messages written here\n",
+		fmt.Fprintf(w, "search: %d distinct queries of 1-3 words (%d distinct terms), limit %d, over %d messages\n",
 			s.Queries, s.DistinctTerms, s.Limit, s.Corpus)
 		for _, l := range s.Levels {
 			fmt.Fprintf(w, "  %d clients: %.1f %% of queries found nothing\n", l.Clients, 100*l.Empty)

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -96,6 +97,7 @@ type corpusBench struct {
 	run     string // this generator's prefix of Operation-Tokens
 	vocab   *vocabulary
 	writers []*corpusWriter
+	before  int // messages of local agents on the node before the setup
 	rep     *CorpusReport
 	prof    *profiler
 	log     func(format string, args ...any)
@@ -115,6 +117,11 @@ func (cb *corpusBench) setup(ctx context.Context) error {
 	cb.vocab = newVocabulary(cb.opts.Corpus.Vocabulary, 1)
 	cb.log("registering %d corpus agents (POST /register, GET /auth.md, a first conversation each)", cb.opts.Concurrency)
 	client := NewClient(cb.opts.Concurrency)
+	before, err := nodeMessages(ctx, client, cb.base)
+	if err != nil {
+		return err
+	}
+	cb.before, cb.rep.Before = before, before
 	agents, err := RegisterCorpusAgents(ctx, client, cb.base, cb.opts.Concurrency)
 	if err != nil {
 		return err
@@ -149,9 +156,10 @@ func (cb *corpusBench) useClient(client *http.Client) {
 	}
 }
 
-// held is the number of writes the node acknowledged to this generator.
+// held is the number of messages the node holds: those it held before and
+// the writes it acknowledged to this generator since.
 func (cb *corpusBench) held() int {
-	n := 0
+	n := cb.before
 	for _, w := range cb.writers {
 		n += len(w.acks)
 	}
@@ -198,9 +206,9 @@ func (cb *corpusBench) appends(ctx context.Context) error {
 // ---------------------------------------------------------------------------
 // load
 
-// ensureCorpus writes until the node has acknowledged Messages writes to
-// this generator, every agent at once, a new conversation every
-// ConversationSize messages.
+// ensureCorpus writes until the node holds Messages messages, every agent
+// at once, a new conversation every ConversationSize messages. A node that
+// already holds them (a kept data directory) is not written to.
 func (cb *corpusBench) ensureCorpus(ctx context.Context) error {
 	if err := cb.setup(ctx); err != nil {
 		return err
@@ -263,6 +271,39 @@ func (cb *corpusBench) ensureCorpus(ctx context.Context) error {
 	}
 	cb.log("loaded: %d messages in %s (%.0f/s)", l.Written, elapsed.Round(time.Millisecond), l.Rate)
 	return nil
+}
+
+// nodeMessages is the number of messages the node's local agents wrote:
+// the sum of message_count over /agents.
+func nodeMessages(ctx context.Context, client *http.Client, base string) (int, error) {
+	total := 0
+	for offset := 0; ; offset += 1000 {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/agents?limit=1000&offset="+strconv.Itoa(offset), nil)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		var page struct {
+			Agents []struct {
+				MessageCount int `json:"message_count"`
+			} `json:"agents"`
+			HasMore bool `json:"has_more"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&page)
+		drain(resp.Body)
+		if resp.StatusCode != http.StatusOK || err != nil {
+			return 0, fmt.Errorf("/agents: HTTP %d %v", resp.StatusCode, err)
+		}
+		for _, a := range page.Agents {
+			total += a.MessageCount
+		}
+		if !page.HasMore {
+			return total, nil
+		}
+	}
 }
 
 // failureKind is how Loop would count err.

@@ -79,6 +79,10 @@ type Options struct {
 	Corpus CorpusOptions
 	// Node is a running node's base URL; empty: start one in-process.
 	Node string
+	// NodeDir keeps the in-process node's store in a directory that
+	// outlives the run, so a later run finds the corpus loaded; empty: a
+	// temporary directory, removed.
+	NodeDir string
 	// OperatorToken is the node's operator secret, with Node; the forum
 	// phases need it to issue tokens, the corpus phases do not.
 	OperatorToken string
@@ -202,8 +206,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	defer func() { stopNode() }()
 	if lastNodePhase >= 0 {
 		if base == "" {
-			progress("starting an in-process node (durable store in a temporary directory)")
-			n, err := StartNode(NodeOptions{RateLimitOff: opts.RateLimitOff, Logger: opts.NodeLogger})
+			where := "a temporary directory"
+			if opts.NodeDir != "" {
+				where = opts.NodeDir
+			}
+			progress("starting an in-process node (durable store in %s)", where)
+			n, err := StartNode(NodeOptions{Dir: opts.NodeDir, RateLimitOff: opts.RateLimitOff, Logger: opts.NodeLogger})
 			if err != nil {
 				return nil, fmt.Errorf("in-process node: %w", err)
 			}
@@ -448,8 +456,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.NodeStore != nil {
 		node += fmt.Sprintf(", store sync_writes=%v in_memory=%v", c.NodeStore["sync_writes"], c.NodeStore["in_memory"])
 	}
-	fmt.Fprintf(w, "node: %s\n\n", node)
+	fmt.Fprintf(w, "node: %s\n", node)
 	if len(r.Phases) > 0 {
+		fmt.Fprintln(w)
 		if err := r.writePhases(w); err != nil {
 			return err
 		}
