@@ -408,6 +408,11 @@ func (cb *corpusBench) search(ctx context.Context) error {
 // ---------------------------------------------------------------------------
 // background writes
 
+// steadyWriters is how many agents share a steady rate of writes (sync's
+// background writes, fanout's): enough that one slow answer does not hold
+// back the next write.
+const steadyWriters = 8
+
 // trickle appends about rate messages per second with the first few
 // writers until stop is called, which returns how many it wrote; the
 // writers' acks record them as every write does.
@@ -421,7 +426,7 @@ func (cb *corpusBench) trickle(ctx context.Context, rate float64) (stop func() i
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	var n atomic.Int64
 	var wg sync.WaitGroup
-	for _, w := range cb.writers[:min(4, len(cb.writers))] {
+	for _, w := range cb.writers[:min(steadyWriters, len(cb.writers))] {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

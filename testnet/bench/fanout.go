@@ -185,7 +185,7 @@ func (cb *corpusBench) fanoutOnce(ctx context.Context) (FanoutRun, error) {
 	// a slow answer does not hold the next write back.
 	cb.prof.hook(PhaseFanout)()
 	cpu := sampleCPU()
-	writers := cb.writers[:min(4, len(cb.writers))]
+	writers := cb.writers[:min(steadyWriters, len(cb.writers))]
 	writes := make([]map[uint64]sent, len(writers))
 	var errCount atomic.Int64
 	tick := time.NewTicker(time.Duration(float64(time.Second) / o.FanoutRate))
