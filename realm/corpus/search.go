@@ -478,11 +478,20 @@ func (x *searchIndex) run(q *searchQuery, k int) (hits []hit, total int) {
 	}
 	top := topK{k: k, h: make([]hit, 0, min(k, len(touched), 1024))}
 	for _, d := range touched {
-		if s := acc[d]; s > 0 {
-			total++
-			top.push(hit{score: s, seq: x.docs[d].seq, doc: d})
-		}
+		s := acc[d]
 		acc[d] = 0
+		if s <= 0 {
+			continue
+		}
+		total++
+		// A full heap takes only a hit at least as good as its worst; test
+		// the score before reading the doc's sequence (needed for ties
+		// only), since for a common term that read is a cache miss for
+		// nearly every message of the corpus, most of a query's time.
+		if len(top.h) == top.k && len(top.h) > 0 && s < top.h[0].score {
+			continue
+		}
+		top.push(hit{score: s, seq: x.docs[d].seq, doc: d})
 	}
 	sc.touched = touched
 	x.scratch.Put(sc)

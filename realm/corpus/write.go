@@ -228,10 +228,10 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err := checkEventSize(p.Agent.AuthorID, s.realm, &prep.data); err != nil {
 		return WriteResult{}, err
 	}
-	id, replayed, err := s.idempotent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
+	var conv Conversation // the conversation appended to
+	id, se, err := s.idempotentEvent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
-			var c Conversation
-			ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &c)
+			ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &conv)
 			if err != nil {
 				return nil, err
 			}
@@ -249,9 +249,25 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 		return WriteResult{}, err
 	}
 	s.indexWritten()
-	res, err := s.result(id)
-	res.replayed = replayed
-	return res, err
+	if se == nil { // a retry: answer what the first answer said
+		res, err := s.result(id)
+		res.replayed = true
+		return res, err
+	}
+	// A new message: its answer comes from the event just stored, the way
+	// the projector derived the stored message from it, so it is what
+	// result will read back for a retry, without reading it back now.
+	var d messageData
+	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
+		return WriteResult{}, err
+	}
+	m := messageOf(se, d)
+	res := WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: conv.RootMessageID, Subject: conv.Subject,
+		AuthorID: m.AuthorID, CreatedAt: m.CreatedAt, Sequence: m.Sequence, Message: m}
+	if create {
+		res.RootMessageID, res.Subject = m.MessageID, d.Subject
+	}
+	return res, nil
 }
 
 // canWrite checks that the caller is a registered agent whose grant may
@@ -277,9 +293,17 @@ func canWrite(p *api.Principal, endpointID string) error {
 // same transaction, so a refused write reserves nothing.
 func (s *Service) idempotent(ctx context.Context, p *api.Principal, opType, token string, hash []byte, id string,
 	draft func(tx *store.Tx) (*protocol.Draft, error)) (string, bool, error) {
+	id, se, err := s.idempotentEvent(ctx, p, opType, token, hash, id, draft)
+	return id, err == nil && se == nil, err
+}
+
+// idempotentEvent is idempotent returning the event the write stored; nil
+// (and no error) when the write is a replay.
+func (s *Service) idempotentEvent(ctx context.Context, p *api.Principal, opType, token string, hash []byte, id string,
+	draft func(tx *store.Tx) (*protocol.Draft, error)) (string, *store.StoredEvent, error) {
 	opKey := cat(pfxOpToken, []byte(p.Agent.AuthorID), []byte{0}, []byte(opType), []byte{0}, []byte(token))
 	var replay string
-	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+	se, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		var rec opRecord
 		if ok, err := tx.GetJSON(opKey, &rec); err != nil {
 			return nil, err
@@ -304,17 +328,21 @@ func (s *Service) idempotent(ctx context.Context, p *api.Principal, opType, toke
 		return d, nil
 	})
 	if err != nil {
-		return "", false, err
+		return "", nil, err
 	}
 	if replay != "" {
-		return replay, true, nil
+		return replay, nil, nil
+	}
+	if se == nil {
+		return "", nil, errors.New("corpus: a write stored no event")
 	}
 	s.Notify() // the event is durable: wake the open streams
-	return id, false, nil
+	return id, se, nil
 }
 
 // result rebuilds a write's answer from the stored message, so a retry
-// gets exactly what the first answer said.
+// gets exactly what the first answer said (write built that one from the
+// same event, through the same messageOf).
 func (s *Service) result(messageID string) (WriteResult, error) {
 	var out WriteResult
 	err := s.st.View(func(tx *store.Tx) error {
@@ -339,6 +367,22 @@ func (s *Service) result(messageID string) (WriteResult, error) {
 // checkEventSize refuses a message whose change event would pass the
 // 102,400-byte limit, measured with the widest values the server assigns.
 func checkEventSize(author string, realm protocol.Realm, d *messageData) error {
+	if eventSizeBound(author, realm, d) <= MaxEventBytes {
+		return nil // far from the limit, as nearly every message is
+	}
+	n, err := eventSize(author, realm, d)
+	if err != nil {
+		return err
+	}
+	if n > MaxEventBytes {
+		return protocol.Refusef(protocol.ReasonMessageTooLarge, "The serialized event would be %d bytes, over %d.", n, MaxEventBytes)
+	}
+	return nil
+}
+
+// eventSize is the size of the message's change envelope with the widest
+// values the server assigns.
+func eventSize(author string, realm protocol.Realm, d *messageData) (int, error) {
 	m := Message{MessageID: d.MessageID, ConversationID: d.ConversationID, Content: d.Content, AuthorID: author,
 		CreatedAt: time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), Sequence: 1<<53 - 1, Kind: d.Kind,
 		Tags: nonNil(d.Tags), Mentions: nonNil(d.Mentions), SchemaName: d.SchemaName, SchemaVersion: d.SchemaVersion,
@@ -346,16 +390,43 @@ func checkEventSize(author string, realm protocol.Realm, d *messageData) error {
 	if d.Payload != nil {
 		m.Payload, m.HasPayload = json.RawMessage(*d.Payload), true
 	}
+	if d.SchemaValidated {
+		t := true
+		m.SchemaValidated = &t
+	}
 	data, err := marshal(changeData(&m, d.Subject))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	env, err := marshal(Change{SchemaVersion: 1, Sequence: m.Sequence, EventType: "message.created", ResourceID: m.MessageID, RecordedAt: m.CreatedAt, Data: data})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if len(env) > MaxEventBytes {
-		return protocol.Refusef(protocol.ReasonMessageTooLarge, "The serialized event would be %d bytes, over %d.", len(env), MaxEventBytes)
+	return len(env), nil
+}
+
+// eventSizeFixed bounds the bytes of a change envelope that do not come
+// from the message's own strings: field names, punctuation, the ids,
+// times, sequences and CID the server assigns, schema_version and the
+// flags. The envelope of an empty message is under 800 bytes.
+const eventSizeFixed = 2048
+
+// eventSizeBound is an upper bound of the change envelope's size, cheap
+// enough to spare nearly every write the exact measure: a string byte is
+// at most 6 bytes in JSON (\u00XX), a payload is stored as its JCS text,
+// unchanged.
+func eventSizeBound(author string, realm protocol.Realm, d *messageData) int {
+	n := eventSizeFixed + 6*(len(author)+len(realm)+len(d.Subject)+len(d.SchemaName))
+	if d.Content != nil {
+		n += 6 * len(*d.Content)
 	}
-	return nil
+	if d.Payload != nil {
+		n += len(*d.Payload)
+	}
+	for _, list := range [][]string{d.Kind, d.Tags, d.Mentions} {
+		for _, v := range list {
+			n += 3 + 6*len(v) // quotes and comma
+		}
+	}
+	return n
 }

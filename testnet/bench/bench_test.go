@@ -158,6 +158,7 @@ func TestTrivialHandler(t *testing.T) {
 // durable store: the real thing, small.
 func TestRunSmoke(t *testing.T) {
 	opts := DefaultOptions()
+	opts.Phases = []string{GroupParley, PhaseCeiling}
 	opts.Concurrency = 4
 	// Long enough that a loaded machine still completes posts in the window.
 	opts.Warmup = 200 * time.Millisecond

@@ -1,8 +1,9 @@
 // Package bench is the load generator behind `relay bench`: closed-loop
-// agents that post messages to a realm node over HTTP and over MCP, and the
-// same loop against a trivial JSON handler, whose rate is the ceiling of
-// HTTP alone on the machine (what net/http and encoding/json cost with the
-// node's work taken out).
+// agents that post messages to a realm node over HTTP and over MCP, the
+// corpus's appends, search, sync and live stream, and the same HTTP loop
+// against a trivial JSON handler, whose rate is the ceiling of HTTP alone
+// on the machine (what net/http and encoding/json cost with the node's
+// work taken out).
 //
 // Terminology
 //
@@ -14,6 +15,27 @@
 //     measured window.
 //   - Only successes count toward the rate (HTTP 200; an MCP result without
 //     isError). Everything else is an error, counted by kind.
+//
+// The corpus phases
+//
+//   - Every client is its own corpus agent, registered as a new agent is
+//     (POST /register, GET /auth.md with the credential, or the first write
+//     is 428), with its own conversation. Each write carries a fresh
+//     Operation-Token and counts when the node answers 201, which it does
+//     once the message is durable. The generator keeps the sequence of every
+//     acknowledged write, and checks sync and fan-out against them.
+//   - appends: the closed loop above, every agent appending to its own
+//     conversation; Runs runs, medians reported.
+//   - search: first the load, the same writes from every agent at once
+//     (a new conversation every ConversationSize messages), until the node
+//     has acknowledged Messages of them; then closed loops of searchers at
+//     each concurrency of SearchClients.
+//   - sync: a fresh client copies the corpus by snapshot then changes to the
+//     head while a few agents keep appending, then by changes alone.
+//   - fanout: Subscribers streams, then steady writes; each delivery's
+//     latency from its write's ack.
+//   - Text comes from a vocabulary with Zipf-distributed word frequencies
+//     (text.go); queries are one to three words drawn the same way.
 //
 // Tricky bits
 //
@@ -27,4 +49,7 @@
 //   - A request that starts before the end of the window is allowed to
 //     finish and counts; the window's length is measured up to the last one
 //     to finish, so the rate is not inflated by a fixed divisor.
+//   - A corpus writer belongs to one goroutine at a time: the loop's agent
+//     goroutine, or the load's, or the background writer's, never two at
+//     once, since the phases run one after the other.
 package bench
