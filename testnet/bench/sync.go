@@ -42,7 +42,7 @@ type syncClient struct {
 	run    *SyncRun
 }
 
-// get fetches u (a path of the node) and hands its body to read.
+// get fetches path on the node and hands the answer and its body to read.
 func (sc *syncClient) get(ctx context.Context, path string, read func(resp *http.Response, body io.Reader) error) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, sc.base+path, nil)
 	if err != nil {
