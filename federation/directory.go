@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -81,7 +82,7 @@ func openDirectory(st *store.Store) (*Directory, error) {
 	}
 	err = loadLocal(st, pfxConflict, func(k, v []byte) error {
 		var c Conflict
-		if err := jsonUnmarshal(v, &c); err != nil {
+		if err := json.Unmarshal(v, &c); err != nil {
 			return err
 		}
 		d.conflicts[string(k)] = c

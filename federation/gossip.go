@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -225,7 +226,7 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 		case errors.Is(err, store.ErrEquivocation):
 			// Signed by its realm: the peer that relayed it may be honest
 			// (each branch is valid somewhere), so it is not scored down.
-			s.quarantine(realm, "equivocation at seq "+itoa(ev.Seq)+": "+c.String())
+			s.quarantine(realm, fmt.Sprintf("equivocation at seq %d: %s", ev.Seq, c))
 			return pubsub.ValidationIgnore
 		case errors.Is(err, protocol.ErrChainBroken):
 			s.stats.refused("chain")
@@ -249,7 +250,7 @@ func verified(*protocol.Event) error { return nil }
 func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err error) {
 	s.stats.refused("rule")
 	s.log.Warn("federation: event refused", "realm", realm, "seq", ev.Seq, "type", ev.Type, "err", err)
-	s.quarantine(realm, "event "+itoa(ev.Seq)+" ("+ev.Type+") refused: "+err.Error())
+	s.quarantine(realm, fmt.Sprintf("event %d (%s) refused: %v", ev.Seq, ev.Type, err))
 }
 
 // gapGrace is how long a gap in gossip may last before catch-up is asked
@@ -364,19 +365,6 @@ func (s *Service) retryWaiting() {
 	s.mu.Unlock()
 	for _, r := range realms {
 		s.flushPending(r)
-	}
-}
-
-func itoa(n uint64) string {
-	var b [20]byte
-	i := len(b)
-	for {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-		if n == 0 {
-			return string(b[i:])
-		}
 	}
 }
 

@@ -55,5 +55,3 @@ func loadLocal(st *store.Store, pfx []byte, fn func(key, val []byte) error) erro
 		return tx.Iterate(pfx, false, func(k, v []byte) error { return fn(k[len(pfx):], v) })
 	})
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

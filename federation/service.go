@@ -39,9 +39,7 @@ type Config struct {
 	// with ours (anti-entropy); a gap or a new connection does it at once.
 	SyncInterval time.Duration
 	// Blobs serves and keeps content-addressed blobs (images); may be nil.
-	Blobs BlobStore
-	// OnEvent is told of every event this node took from a peer, and of
-	// each way it was refused; may be nil.
+	Blobs  BlobStore
 	Logger *slog.Logger
 }
 

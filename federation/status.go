@@ -58,6 +58,7 @@ func (st *stats) seen(heads map[protocol.Realm]protocol.Head, dir *Directory) {
 // Counters are the federation's totals since start.
 type Counters struct {
 	Published uint64            `json:"published" jsonschema:"own events sent on the realm's topic"`
+	Unsent    uint64            `json:"unsent" jsonschema:"own events not gossiped because the publisher fell behind; catch-up carries them"`
 	Received  map[string]uint64 `json:"received" jsonschema:"events stored from peers, by way (gossip, catchup)"`
 	Refused   map[string]uint64 `json:"refused" jsonschema:"events and requests refused, by cause"`
 }
@@ -66,7 +67,7 @@ type Counters struct {
 func (s *Service) Counters() Counters {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
-	c := Counters{Published: s.stats.published.Load(), Received: map[string]uint64{}, Refused: map[string]uint64{}}
+	c := Counters{Published: s.stats.published.Load(), Unsent: s.stats.dropped.Load(), Received: map[string]uint64{}, Refused: map[string]uint64{}}
 	for k, v := range s.stats.got {
 		c.Received[k] = v
 	}
@@ -137,8 +138,8 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 	return out, nil
 }
 
-// isBlocked reports whether the operator blocked realm.
-func (s *Service) isBlocked(r protocol.Realm) bool {
+// IsBlocked reports whether the operator blocked realm.
+func (s *Service) IsBlocked(r protocol.Realm) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.blocked[r]
@@ -166,9 +167,6 @@ func (s *Service) Blocked() []Block {
 	sort.Slice(out, func(i, j int) bool { return out[i].Realm < out[j].Realm })
 	return out
 }
-
-// IsBlocked reports whether realm is blocked; for the read paths.
-func (s *Service) IsBlocked(r protocol.Realm) bool { return s.isBlocked(r) }
 
 // ErrOwnRealm is returned when the operator tries to block the realm itself.
 var ErrOwnRealm = errors.New("federation: a realm cannot block itself")

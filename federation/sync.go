@@ -68,7 +68,7 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 	a := headsAnswer{Heads: []wireHead{}, Descriptors: [][]byte{}}
 	budget := maxHeadsSize - 64<<10
 	for r, h := range heads {
-		if s.isBlocked(r) {
+		if s.IsBlocked(r) {
 			continue
 		}
 		a.Heads = append(a.Heads, wireHead{Realm: string(r), Seq: h.Seq, CID: h.CID.Bytes()})
@@ -102,7 +102,7 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 
 func (s *Service) answerRange(w *bufio.Writer, q *request) error {
 	realm := protocol.Realm(q.Realm)
-	if !s.isBlocked(realm) {
+	if !s.IsBlocked(realm) {
 		// Read in small steps, so that a range of large events never sits
 		// in memory whole; stop at the byte budget.
 		from, sent, size := q.From, 0, 0

@@ -72,10 +72,7 @@ func (p *apply) reply(m *messageRec) error {
 		return err
 	}
 	if !ok {
-		if err := p.tx.Set(key(pfxPending, m.Thread.bytes(), rid{m.Realm, m.N}.bytes()), []byte(m.CID)); err != nil {
-			return err
-		}
-		return putJSON(p.tx, key(pfxMessage, rid{m.Realm, m.N}.bytes()), m)
+		return p.keepPending(m)
 	}
 	if err := p.tx.Delete(key(pfxDecision, p.se.CID.Bytes())); err != nil {
 		return err
@@ -83,15 +80,22 @@ func (p *apply) reply(m *messageRec) error {
 	if dec.Thread != m.Thread {
 		// A word on this reply from a realm whose thread it is not in:
 		// not the thread's realm's to give. The reply waits for the real one.
-		if err := p.tx.Set(key(pfxPending, m.Thread.bytes(), rid{m.Realm, m.N}.bytes()), []byte(m.CID)); err != nil {
-			return err
-		}
-		return putJSON(p.tx, key(pfxMessage, rid{m.Realm, m.N}.bytes()), m)
+		return p.keepPending(m)
 	}
 	// Settle as the decision's event did: its realm, time and CID.
 	as := *p
 	as.realm, as.at, as.cid, as.by = dec.Thread.Realm, dec.At, dec.CID, dec.Author
 	return as.settle(m, dec)
+}
+
+// keepPending stores a reply awaiting its thread's realm, indexed under
+// the thread.
+func (p *apply) keepPending(m *messageRec) error {
+	mid := rid{m.Realm, m.N}
+	if err := p.tx.Set(key(pfxPending, m.Thread.bytes(), mid.bytes()), []byte(m.CID)); err != nil {
+		return err
+	}
+	return putJSON(p.tx, key(pfxMessage, mid.bytes()), m)
 }
 
 // decision applies the thread's realm's word on a reply.
