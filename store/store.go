@@ -33,6 +33,8 @@ type Config struct {
 	Realm    protocol.Realm     // the local realm: Submit authors its events
 	Key      ed25519.PrivateKey // the local realm's key: Submit signs with it
 	Now      func() time.Time   // default time.Now; used for Event.At (Unix ms)
+
+	memTableSize int64 // tests: Badger's memtable size, small to force rotations
 }
 
 // DefaultConfig returns the configuration of a durable store in dir.
@@ -72,7 +74,8 @@ type State struct {
 
 // Store is the event log, its projections and the local-only tables, in one
 // Badger database. Ops run on the committer goroutine, which hands batches to
-// the writer goroutine, the only one that commits (doc.go).
+// the writer goroutine, the only one that commits, and the syncer acks them
+// once synced (doc.go).
 type Store struct {
 	cfg  Config
 	log  *slog.Logger
@@ -85,8 +88,22 @@ type Store struct {
 	c          *committer
 	handoff    chan *batch // committer → writer; unbuffered: one batch commits while the next fills
 	writerDone chan struct{}
+	syncCh     chan syncItem // writer → syncer; buffered: commits go on while a sync runs
+	syncerDone chan struct{}
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
-	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
+	failed     atomic.Pointer[error]    // set once, by the writer or syncer, when a commit or sync fails
+
+	// writingID is the last batch the writer began to commit, syncedID the
+	// last the syncer answered; a reader waits until syncedID reaches what
+	// its snapshot may hold (waitDurable).
+	writingID   atomic.Uint64
+	syncedID    atomic.Uint64
+	durableMu   sync.Mutex
+	durableCond *sync.Cond
+
+	diskMu          sync.Mutex     // serialises syncDisk
+	rotations       *atomic.Uint64 // memtables Badger rotated out, counted from its debug log
+	syncedRotations uint64         // rotations when the log files were last synced one by one
 
 	mu         sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
 	closed     bool
@@ -103,10 +120,13 @@ type Store struct {
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
 	commits       atomic.Uint64 // committed Badger transactions, for tests and metrics
+	syncs         atomic.Uint64 // fsync rounds of the syncer, for tests and metrics
 
 	// beforeCommit, set by tests before the first op, runs on the writer
-	// before each commit; an error stands in for the commit's.
+	// before each commit; an error stands in for the commit's. beforeSync
+	// does the same for each sync.
 	beforeCommit func() error
+	beforeSync   func() error
 }
 
 // Open opens (creating if needed) the store described by cfg, checks its
@@ -142,11 +162,17 @@ func Open(cfg Config) (*Store, error) {
 		}
 		opts = badger.DefaultOptions(cfg.Dir)
 	}
-	// One fsync per commit is the durability promise; the committer is the
-	// only writer, so Badger's conflict detection would be wasted work.
-	opts = opts.WithSyncWrites(!cfg.InMemory).
+	// Badger does not sync its commits: the syncer does, once for every
+	// commit made while the previous sync ran, and acks nothing before
+	// (sync.go). The committer is the only writer, so Badger's conflict
+	// detection would be wasted work.
+	if cfg.memTableSize > 0 {
+		opts = opts.WithMemTableSize(cfg.memTableSize).WithValueThreshold(cfg.memTableSize / 16)
+	}
+	rotations := new(atomic.Uint64)
+	opts = opts.WithSyncWrites(false).
 		WithDetectConflicts(false).
-		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
+		WithLogger(badgerLogger{l: cfg.Logger.With("component", "badger"), rotations: rotations})
 	db, err := badger.Open(opts)
 	if err != nil {
 		// Badger flattens the flock error into text, so its message is
@@ -166,13 +192,22 @@ func Open(cfg Config) (*Store, error) {
 		stop:       make(chan struct{}),
 		handoff:    make(chan *batch),
 		writerDone: make(chan struct{}),
+		syncCh:     make(chan syncItem, 64),
+		syncerDone: make(chan struct{}),
+		rotations:  rotations,
 		heads:      make(map[string]protocol.Head),
 	}
+	s.durableCond = sync.NewCond(&s.durableMu)
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, err
 	}
+	if err := s.syncDisk(false); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: sync: %w", err)
+	}
 	s.c = newCommitter(s)
+	go s.syncLoop()
 	go s.writeLoop()
 	go s.commitLoop()
 	return s, nil
@@ -267,7 +302,7 @@ func (s *Store) Register(p Projector) {
 
 // Watch registers fn to be called with the events of every committed batch,
 // in log order, once they are durable and their callers acked. fn runs on
-// the writer goroutine: it must return at once (hand the events on).
+// the syncer goroutine: it must return at once (hand the events on).
 func (s *Store) Watch(fn func([]*StoredEvent)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -316,14 +351,18 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// View runs fn on a consistent read-only snapshot of committed state. It does
-// not see ops still in a batch.
+// View runs fn on a consistent read-only snapshot of durable state. It does
+// not see ops still in a batch, and waits, if a commit is not yet synced,
+// until it is.
 func (s *Store) View(fn func(tx *Tx) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
-	return s.view(fn)
+	return s.db.View(func(txn *badger.Txn) error {
+		s.waitDurable()
+		return fn(&Tx{s: s, txn: txn, readOnly: true})
+	})
 }
 
 // view is View for the committer, which must read while Close waits for it.
@@ -474,7 +513,7 @@ func (s *Store) State() State {
 		Status:        "ok",
 		Sequence:      s.seq.Load(),
 		SchemaVersion: SchemaVersion,
-		SyncWrites:    s.opts.SyncWrites,
+		SyncWrites:    !s.opts.InMemory, // every acknowledged write is synced (sync.go)
 		Compression:   compressionName(s.opts.Compression),
 		InMemory:      s.opts.InMemory,
 	}
@@ -513,8 +552,11 @@ func compressionName(c options.CompressionType) string {
 }
 
 // badgerLogger passes Badger's warnings and errors to slog and drops its
-// chatty info and debug lines.
-type badgerLogger struct{ l *slog.Logger }
+// chatty info and debug lines, but for counting memtable rotations.
+type badgerLogger struct {
+	l         *slog.Logger
+	rotations *atomic.Uint64
+}
 
 func (b badgerLogger) Errorf(f string, a ...any) {
 	b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)))
@@ -524,5 +566,10 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
 }
 
-func (badgerLogger) Infof(string, ...any)  {}
-func (badgerLogger) Debugf(string, ...any) {}
+func (badgerLogger) Infof(string, ...any) {}
+
+func (b badgerLogger) Debugf(f string, _ ...any) {
+	if isRotation(f) {
+		b.rotations.Add(1)
+	}
+}
