@@ -71,7 +71,8 @@ func (s *Store) finish(round []syncItem) {
 			drains = append(drains, it.drain)
 		case it.err != nil:
 			ackAll(it.ops, it.err)
-		case syncErr != nil && it.wrote:
+		case syncErr != nil:
+			// Refusals too: they may rest on writes the sync lost.
 			ackAll(it.ops, syncErr)
 		default:
 			s.publish(it.ops)
