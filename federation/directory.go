@@ -243,3 +243,54 @@ func PinnedKeys(st *store.Store) (map[protocol.Realm]ed25519.PublicKey, error) {
 	})
 	return out, err
 }
+
+// PinnedDescriptors reads the signed descriptors the directory of st has
+// pinned, by realm, without starting a federation (an export).
+func PinnedDescriptors(st *store.Store) (map[protocol.Realm][]byte, error) {
+	out := map[protocol.Realm][]byte{}
+	err := loadLocal(st, pfxDir, func(_, v []byte) error {
+		d, err := protocol.DecodeDescriptor(v)
+		if err != nil {
+			return fmt.Errorf("directory: %w", err)
+		}
+		out[protocol.Realm(d.Realm)] = bytes.Clone(v)
+		return nil
+	})
+	return out, err
+}
+
+// Pin pins signed descriptors in the directory of st, a node not running
+// (an import), in one write: each must verify and be its realm's, and a
+// realm the directory already binds to another key is refused
+// (ErrKeyConflict). The node's own realm is never pinned this way.
+func Pin(ctx context.Context, st *store.Store, own protocol.Realm, descs map[protocol.Realm][]byte) error {
+	_, err := st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		for r, raw := range descs {
+			if r == own {
+				continue // bound by the node's own key
+			}
+			d, err := protocol.DecodeDescriptor(raw)
+			if err != nil {
+				return nil, fmt.Errorf("directory: %s: %w", r, err)
+			}
+			if protocol.Realm(d.Realm) != r {
+				return nil, fmt.Errorf("directory: the descriptor filed under %s is realm %s's", r, d.Realm)
+			}
+			key := fkey(pfxDir, string(r))
+			switch held, err := tx.Get(key); {
+			case errors.Is(err, store.ErrNotFound):
+			case err != nil:
+				return nil, err
+			default:
+				if h, err := protocol.DecodeDescriptor(held); err == nil && !bytes.Equal(h.Key, d.Key) {
+					return nil, fmt.Errorf("%w: realm %s is pinned to another key", ErrKeyConflict, r)
+				}
+			}
+			if err := tx.Set(key, raw); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	})
+	return err
+}

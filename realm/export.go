@@ -104,14 +104,19 @@ func Export(ctx context.Context, cfg ExportConfig) (ExportResult, error) {
 		return ExportResult{}, err
 	}
 	defer st.Close()
+	// The realm directory pins the keys of the realms this node holds; their
+	// descriptors go with the keys, so that an import pins them too.
+	pinned, err := federation.PinnedDescriptors(st)
+	if err != nil {
+		return ExportResult{}, err
+	}
 	if cfg.Keys == nil {
-		// The realm directory pins the keys of the realms this node holds.
-		pinned, err := federation.PinnedKeys(st)
+		keys, err := federation.PinnedKeys(st)
 		if err != nil {
 			return ExportResult{}, err
 		}
 		cfg.Keys = func(r protocol.Realm) (ed25519.PublicKey, bool) {
-			k, ok := pinned[r]
+			k, ok := keys[r]
 			return k, ok
 		}
 	}
@@ -144,7 +149,14 @@ func Export(ctx context.Context, cfg ExportConfig) (ExportResult, error) {
 			default:
 				return fmt.Errorf("no public key known for realm %s, whose events the store holds: its chain could not be verified on import", r)
 			}
-			if err := w.Key(backup.RealmKey{Realm: string(r), Public: pub}); err != nil {
+			rk := backup.RealmKey{Realm: string(r), Public: pub}
+			if d, ok := pinned[r]; ok && r != name {
+				rk.Descriptor = d
+				if rk.CheckDescriptor() != nil {
+					rk.Descriptor = nil // pinned to another key than the one given
+				}
+			}
+			if err := w.Key(rk); err != nil {
 				return err
 			}
 		}
@@ -233,6 +245,7 @@ type ImportResult struct {
 	Events            uint64
 	Blobs             uint64
 	Realms            int
+	Pinned            int // other realms' keys pinned in the realm directory
 	Heads             map[protocol.Realm]protocol.Head
 	OperatorTokenFile string // the fresh operator secret
 }
@@ -265,6 +278,7 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	}()
 
 	var id *federation.Identity
+	var descs map[protocol.Realm][]byte
 	var blobs blobBatch
 	var chunks restorer
 	sum, err := backup.Read(ctx, cfg.In, backup.Options{Known: cfg.Keys, VerifyAll: cfg.VerifyAll, Progress: cfg.Progress}, backup.Sink{
@@ -274,6 +288,7 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 			if id, err = importIdentity(origin, s, cfg.Key); err != nil {
 				return err
 			}
+			descs = s.Descriptors
 			scfg := store.DefaultConfig(filepath.Join(stage, "store"))
 			scfg.Logger, scfg.Realm, scfg.Key = cfg.Logger, origin, id.Signing
 			if st, err = store.Open(scfg); err != nil {
@@ -319,6 +334,11 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 			return ImportResult{}, fmt.Errorf("import: realm %s stored up to %d, the file up to %d", r, heads[r].Seq, h.Seq)
 		}
 	}
+	// The exporting node's directory bindings hold here too: a realm the
+	// restored node holds cannot be claimed by another key.
+	if err := federation.Pin(ctx, st, protocol.Realm(sum.Header.Origin), descs); err != nil {
+		return ImportResult{}, fmt.Errorf("import: %w", err)
+	}
 	err = st.Close()
 	st = nil
 	if err != nil {
@@ -344,12 +364,13 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	// service's numbering on after the restored log.
 	ncfg := DefaultConfig()
 	ncfg.DataDir, ncfg.Logger = cfg.DataDir, cfg.Logger
+	ncfg.P2PAddrs = nil // opened only to be set up: no federation
 	n, err := Open(ncfg)
 	if err != nil {
 		return ImportResult{}, fmt.Errorf("import: the restored node does not open: %w", err)
 	}
 	res = ImportResult{Realm: origin, PeerID: id.PeerID.String(), Events: sum.Events, Blobs: sum.Blobs,
-		Realms: len(sum.Heads), Heads: sum.Heads, OperatorTokenFile: n.OperatorTokenFile}
+		Realms: len(sum.Heads), Pinned: len(descs), Heads: sum.Heads, OperatorTokenFile: n.OperatorTokenFile}
 	return res, n.Close()
 }
 

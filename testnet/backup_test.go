@@ -3,10 +3,15 @@ package testnet
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/federation"
 	"relay/protocol"
 	"relay/realm"
 )
@@ -37,7 +42,8 @@ func TestExportFederatedRealm(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(t.TempDir(), "restored")
-	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: dst, In: &buf}); err != nil {
+	res, err := realm.Import(ctx, realm.ImportConfig{DataDir: dst, In: &buf})
+	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := realm.DefaultConfig()
@@ -54,4 +60,28 @@ func TestExportFederatedRealm(t *testing.T) {
 			t.Fatalf("restored %s head %+v, want %+v", r, got[r], want[r])
 		}
 	}
+	// The other realms' keys are pinned as they were at r1: another key
+	// cannot claim r2 or r3 at the restored node.
+	pinned, err := federation.PinnedKeys(n.Store())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pinned != 2 || len(pinned) != 2 {
+		t.Fatalf("pinned %d realms: %v", res.Pinned, pinned)
+	}
+	for _, r := range net.Realms[1:] {
+		id, err := peer.IDFromPublicKey(mustLibp2pKey(t, pinned[protocol.Realm(r.Name)]))
+		if err != nil || id != r.Node.Federation().PeerID() {
+			t.Fatalf("%s pinned to %s, its peer id is %s (%v)", r.Name, id, r.Node.Federation().PeerID(), err)
+		}
+	}
+}
+
+func mustLibp2pKey(t *testing.T, pub ed25519.PublicKey) crypto.PubKey {
+	t.Helper()
+	k, err := crypto.UnmarshalEd25519PublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

@@ -188,6 +188,9 @@ func importCommand() *cli.Command {
 			el := time.Since(start)
 			fmt.Fprintf(c.App.ErrWriter, "imported realm %s (peer id %s): %s of %s, %s into %s in %s (%s events/s)\n",
 				res.Realm, res.PeerID, plural(res.Events, "event"), plural(res.Realms, "realm"), plural(res.Blobs, "blob"), cfg.DataDir, round(el), rate(res.Events, el))
+			if res.Pinned > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "realm directory: %s pinned as the file's node had them\n", plural(res.Pinned, "realm key"))
+			}
 			fmt.Fprintf(c.App.ErrWriter, "operator secret written to %s; issue agent tokens again (local state is not exported)\n", res.OperatorTokenFile)
 			return nil
 		},

@@ -289,6 +289,13 @@ func TestRefusals(t *testing.T) {
 		return r.cbor(t, KindTrailer, trailerFor(len(raws), 0, heads...)).b
 	}
 	badBlob := Blob{CID: protocol.BlobCID([]byte("a")).Bytes(), MediaType: "image/png", Data: []byte("b")}
+	// described writes a file of home's key with a descriptor.
+	described := func(desc []byte) []byte {
+		k := &RealmKey{Realm: "home", Public: pubOf(testKey(1)), Descriptor: desc}
+		return newRawFile(t, hdr(0)).cbor(t, KindKey, k).cbor(t, KindTrailer, trailerFor(0, 0)).b
+	}
+	forgedDesc := bytes.Clone(descriptor(t, "home", testKey(1)))
+	forgedDesc[len(forgedDesc)-1] ^= 1
 	var refusalTests = []struct {
 		name string
 		file []byte
@@ -322,6 +329,10 @@ func TestRefusals(t *testing.T) {
 		{"oversized frame", append(newRawFile(t, hdr(1)).b, byte(KindEvent), 0xff, 0xff, 0xff, 0xff, 0x0f), Options{}, ErrCorrupt},
 		{"non-canonical header", append(append([]byte(Magic), Version), frameBytes(KindHeader, []byte{0xa1, 0x66, 'o', 'r', 'i', 'g', 'i', 'n', 0x64, 'h', 'o', 'm', 'e', 0xff})...), Options{}, ErrCorrupt},
 		{"no trailer", newRawFile(t, hdr(0)).b, Options{}, ErrCorrupt},
+		{"descriptor", described(descriptor(t, "home", testKey(1))), Options{}, nil},
+		{"descriptor of another key", described(descriptor(t, "home", testKey(2))), Options{}, ErrUnverified},
+		{"descriptor of another realm", described(descriptor(t, "away", testKey(1))), Options{}, ErrUnverified},
+		{"forged descriptor", described(forgedDesc), Options{}, protocol.ErrBadDescriptor},
 	}
 	for _, tc := range refusalTests {
 		_, _, err := readAll(tc.file, tc.opts)
@@ -329,6 +340,16 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
+}
+
+// descriptor is realm's descriptor signed with key.
+func descriptor(t testing.TB, realm string, key ed25519.PrivateKey) []byte {
+	t.Helper()
+	b, err := protocol.SignDescriptor(&protocol.Descriptor{Realm: realm, Addrs: []string{"/ip4/127.0.0.1/tcp/4001"}, At: 1}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // twoRealms is a file of two chains whose trailer names both, or (twice)
@@ -387,6 +408,10 @@ func TestWriterRefuses(t *testing.T) {
 	}
 	if err := w.Key(RealmKey{Realm: "home", Public: pubOf(testKey(1))}); err == nil {
 		t.Fatal("a key after an event")
+	}
+	w, _ = NewWriter(io.Discard, Header{Origin: "home"}, false)
+	if err := w.Key(RealmKey{Realm: "away", Public: pubOf(testKey(1)), Descriptor: descriptor(t, "away", testKey(2))}); err == nil {
+		t.Fatal("a descriptor of another key")
 	}
 	w, _ = NewWriter(io.Discard, Header{Origin: "home", Events: 2}, false)
 	w.Event(home[0])

@@ -18,6 +18,8 @@
 //
 //	'H' Header        once, first: origin realm, created at, events to come
 //	'K' RealmKey      one per realm whose events follow: its ed25519 public key
+//	                  and, for realms other than the origin, the signed
+//	                  descriptor the exporting node's directory pinned
 //	'S' Secret        at most one, only with `relay export --with-key`: the
 //	                  origin realm's private key (libp2p protobuf form)
 //	'E' event         the raw signed event as stored, in the node's arrival
@@ -37,14 +39,17 @@
 // every blob's CID against its bytes; at the end, that the trailer's heads
 // are the chains' heads, so a file cut short, even at a frame boundary, is
 // refused. A key the caller already knows for a realm (Options.Known) must be
-// the file's.
+// the file's; a descriptor must verify under its own key, which must be its
+// realm's key in the file.
 //
 // # Tricky bits
 //
 //   - The keys in a file authenticate chains only relative to those keys: the
 //     importer decides whether to trust them (the origin realm's key is
 //     checked against the private key it restores as; remote realms' keys
-//     against the realm directory once there is one).
+//     against the realm directory once there is one). An import pins the
+//     descriptors the file carries in the new node's directory, so a key
+//     the exporting node had pinned for a realm stays pinned.
 //   - Events keep the node's arrival order, not one realm after another, so a
 //     restored node assigns every event the same corpus sequence it had and
 //     sync cursors (changes.jsonl, SSE ids) stay valid.

@@ -1,6 +1,8 @@
 package backup
 
 import (
+	"bytes"
+	"fmt"
 	"hash/crc32"
 
 	"relay/protocol"
@@ -40,7 +42,7 @@ const (
 // MaxFrame is the largest payload of each kind.
 var MaxFrame = map[Kind]int{
 	KindHeader:  4 << 10,
-	KindKey:     256,
+	KindKey:     256 + protocol.MaxDescriptorSize,
 	KindSecret:  1 << 10,
 	KindEvent:   protocol.MaxEventSize,
 	KindBlob:    MaxBlobSize + 1<<10,
@@ -61,6 +63,27 @@ type Header struct {
 type RealmKey struct {
 	Realm  string `cbor:"realm"`
 	Public []byte `cbor:"public"` // ed25519, 32 bytes
+	// Descriptor is the realm's signed descriptor (protocol.Descriptor) as
+	// the exporting node's realm directory pinned it, so that an import
+	// pins the same binding; absent for the origin and for keys given by
+	// hand.
+	Descriptor []byte `cbor:"descriptor,omitempty"`
+}
+
+// CheckDescriptor verifies k's descriptor, if any: signed by its own key,
+// which must be k's, for k's realm.
+func (k *RealmKey) CheckDescriptor() error {
+	if len(k.Descriptor) == 0 {
+		return nil
+	}
+	d, err := protocol.DecodeDescriptor(k.Descriptor)
+	if err != nil {
+		return err
+	}
+	if d.Realm != k.Realm || !bytes.Equal(d.Key, k.Public) {
+		return fmt.Errorf("the descriptor of realm %s names realm %s and another key", k.Realm, d.Realm)
+	}
+	return nil
 }
 
 // Secret is the origin realm's private key, in libp2p's protobuf form (the

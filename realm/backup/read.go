@@ -59,7 +59,10 @@ type Sink struct {
 type Start struct {
 	Header Header
 	Keys   map[protocol.Realm]ed25519.PublicKey
-	Secret *Secret
+	// Descriptors holds the signed descriptors the file carries, each
+	// verified and matching its realm's key.
+	Descriptors map[protocol.Realm][]byte
+	Secret      *Secret
 }
 
 // Progress is how far a Read (or an export) has come.
@@ -99,7 +102,8 @@ func Read(ctx context.Context, in io.Reader, opts Options, sink Sink) (Summary, 
 		return Summary{}, err
 	}
 	rd := &reading{ctx: ctx, opts: opts, sink: sink, r: r,
-		keys: map[protocol.Realm]ed25519.PublicKey{}, heads: map[protocol.Realm]protocol.Head{}}
+		keys: map[protocol.Realm]ed25519.PublicKey{}, descriptors: map[protocol.Realm][]byte{},
+		heads: map[protocol.Realm]protocol.Head{}}
 	rd.sum.Header = r.Header()
 	err = rd.run()
 	if rd.pipe != nil {
@@ -115,16 +119,17 @@ func Read(ctx context.Context, in io.Reader, opts Options, sink Sink) (Summary, 
 }
 
 type reading struct {
-	ctx    context.Context
-	opts   Options
-	sink   Sink
-	r      *Reader
-	keys   map[protocol.Realm]ed25519.PublicKey // complete before the first event
-	secret *Secret
-	heads  map[protocol.Realm]protocol.Head // the pipeline's sink goroutine owns it while it runs
-	pipe   *pipeline
-	keyed  bool
-	sum    Summary
+	ctx         context.Context
+	opts        Options
+	sink        Sink
+	r           *Reader
+	keys        map[protocol.Realm]ed25519.PublicKey // complete before the first event
+	descriptors map[protocol.Realm][]byte
+	secret      *Secret
+	heads       map[protocol.Realm]protocol.Head // the pipeline's sink goroutine owns it while it runs
+	pipe        *pipeline
+	keyed       bool
+	sum         Summary
 }
 
 func (rd *reading) run() error {
@@ -186,6 +191,12 @@ func (rd *reading) key(k *RealmKey) error {
 			return fmt.Errorf("%w: realm %s", ErrKeyMismatch, realm)
 		}
 	}
+	if err := k.CheckDescriptor(); err != nil {
+		return fmt.Errorf("%w: key of %s: %w", ErrUnverified, realm, err)
+	}
+	if len(k.Descriptor) > 0 {
+		rd.descriptors[realm] = k.Descriptor
+	}
 	rd.keys[realm] = pub
 	rd.sum.Keys++
 	return nil
@@ -199,7 +210,7 @@ func (rd *reading) endKeys() error {
 	if rd.sink.Begin == nil {
 		return nil
 	}
-	return rd.sink.Begin(Start{Header: rd.sum.Header, Keys: rd.keys, Secret: rd.secret})
+	return rd.sink.Begin(Start{Header: rd.sum.Header, Keys: rd.keys, Descriptors: rd.descriptors, Secret: rd.secret})
 }
 
 func (rd *reading) blob(b *Blob) error {

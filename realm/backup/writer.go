@@ -69,6 +69,9 @@ func (w *Writer) Key(k RealmKey) error {
 	if w.keys[k.Realm] {
 		return fmt.Errorf("backup: second key for realm %s", k.Realm)
 	}
+	if err := k.CheckDescriptor(); err != nil {
+		return fmt.Errorf("backup: key of %s: %w", k.Realm, err)
+	}
 	if len(w.keys) >= MaxRealms {
 		return fmt.Errorf("backup: more than %d realms", MaxRealms)
 	}
