@@ -27,13 +27,16 @@
 //     commits the next batches, which the next sync covers together.
 //
 // Badger itself runs without SyncWrites: its Sync flushes the current
-// write-ahead log (and value log file); a memtable Badger rotated out
-// before being flushed to a table is caught by counting rotations (from
-// Badger's debug log) and then syncing every log file one by one. The
-// committer → writer hand-off is unbuffered and a batch holds at most
-// MaxBatch ops; the writer → syncer queue holds 64 items: memory is bounded.
-// A lone writer pays one fsync per op; under load an fsync covers the
-// batches committed during the previous one.
+// write-ahead log (and value log file). When Badger rotates a memtable out,
+// it says so in a debug line, under its write lock, before it opens the
+// next log; the store then syncs the old logs, so none of the next log's
+// writes can outlive an earlier one in a crash: Badger recovers a prefix of
+// the commits, as with SyncWrites. The committer → writer hand-off is
+// unbuffered and a batch holds at most MaxBatch ops; the writer → syncer
+// queue holds 64 items, whose ops keep only their heads, sequence and
+// events once committed: memory is bounded. A lone writer pays one fsync per
+// op; under load an fsync covers the batches committed during the previous
+// one.
 //
 // # Key layout
 //
@@ -93,7 +96,9 @@
 //   - Sequence() = m/seq = the last e/s/ key; Open refuses a store where they
 //     disagree.
 //   - After a failed commit or sync the store is failed: no op is ever
-//     committed again by this Store value.
+//     committed again by this Store value, none is acked as durable any
+//     more (a later fsync may report success for data a failed one lost),
+//     and View refuses (ErrFailed) what was not synced before the failure.
 //
 // # Tricky bits
 //
@@ -142,6 +147,14 @@
 //   - Panics in an op are recovered and fail that op only.
 //   - fn passed to Submit must not call Submit, Ingest or Rebuild (the
 //     committer would wait on itself); View inside fn is allowed but sees
-//     committed state only, and may wait for a commit in flight: read
-//     through tx.
+//     durable state only, and may wait for a commit and an fsync in flight:
+//     read through tx.
+//   - Watchers run on the syncer after the round's events are visible to
+//     View; they must not wait on Submit or Ingest.
+//   - Values of 1 MiB or more (Badger's ValueThreshold: images) go to
+//     Badger's value log; after a round that wrote one, every value log file
+//     is synced before the write-ahead log that points into it. Badger
+//     writes both logs before the store can sync either, so a power loss in
+//     the moment between such a commit and its sync could keep the pointer
+//     without the value: an unacknowledged write, but a dangling one.
 package store

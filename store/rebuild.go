@@ -31,12 +31,16 @@ func (s *Store) rebuild(ctx context.Context) error {
 		err = s.syncDisk(false) // the marker is durable before anything is cleared
 	}
 	if err != nil {
-		return fmt.Errorf("store: rebuild: %w", err)
+		return s.fail(fmt.Errorf("rebuild: %w", err))
 	}
 	for _, p := range projectors {
 		for _, pre := range p.Prefixes() {
-			if err := s.deletePrefix(ctx, pre); err != nil {
-				return fmt.Errorf("store: rebuild: clearing %q: %w", pre, err)
+			switch err := s.deletePrefix(ctx, pre); {
+			case err == nil:
+			case errors.Is(err, ErrClosed), ctx.Err() != nil:
+				return err // interrupted
+			default:
+				return s.fail(fmt.Errorf("rebuild: clearing %q: %w", pre, err))
 			}
 		}
 	}
@@ -78,7 +82,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 		err = s.syncDisk(false)
 	}
 	if err != nil {
-		return fmt.Errorf("store: rebuild: %w", err)
+		return s.fail(fmt.Errorf("rebuild: %w", err))
 	}
 	s.rebuildNeeded.Store(false)
 	s.log.Info("store: rebuilt projections", "events", after, "projectors", len(projectors))

@@ -93,17 +93,16 @@ type Store struct {
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
 	failed     atomic.Pointer[error]    // set once, by the writer or syncer, when a commit or sync fails
 
-	// writingID is the last batch the writer began to commit, syncedID the
-	// last the syncer answered; a reader waits until syncedID reaches what
-	// its snapshot may hold (waitDurable).
+	// writingID is the last batch the writer began to commit, durableID
+	// the last the syncer made durable; a reader waits until durableID
+	// reaches what its snapshot may hold (waitDurable).
 	writingID   atomic.Uint64
-	syncedID    atomic.Uint64
+	durableID   atomic.Uint64
 	durableMu   sync.Mutex
 	durableCond *sync.Cond
 
-	diskMu          sync.Mutex     // serialises syncDisk
-	rotations       *atomic.Uint64 // memtables Badger rotated out, counted from its debug log
-	syncedRotations uint64         // rotations when the log files were last synced one by one
+	diskMu sync.Mutex  // serialises syncDisk
+	logs   *badgerLogs // syncs the write-ahead logs Badger rotates out
 
 	mu         sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
 	closed     bool
@@ -169,10 +168,13 @@ func Open(cfg Config) (*Store, error) {
 	if cfg.memTableSize > 0 {
 		opts = opts.WithMemTableSize(cfg.memTableSize).WithValueThreshold(cfg.memTableSize / 16)
 	}
-	rotations := new(atomic.Uint64)
+	logs := &badgerLogs{}
+	if !cfg.InMemory {
+		logs.dir = opts.Dir
+	}
 	opts = opts.WithSyncWrites(false).
 		WithDetectConflicts(false).
-		WithLogger(badgerLogger{l: cfg.Logger.With("component", "badger"), rotations: rotations})
+		WithLogger(badgerLogger{l: cfg.Logger.With("component", "badger"), logs: logs})
 	db, err := badger.Open(opts)
 	if err != nil {
 		// Badger flattens the flock error into text, so its message is
@@ -194,7 +196,7 @@ func Open(cfg Config) (*Store, error) {
 		writerDone: make(chan struct{}),
 		syncCh:     make(chan syncItem, 64),
 		syncerDone: make(chan struct{}),
-		rotations:  rotations,
+		logs:       logs,
 		heads:      make(map[string]protocol.Head),
 	}
 	s.durableCond = sync.NewCond(&s.durableMu)
@@ -353,14 +355,17 @@ func (s *Store) Close() error {
 
 // View runs fn on a consistent read-only snapshot of durable state. It does
 // not see ops still in a batch, and waits, if a commit is not yet synced,
-// until it is.
+// until it is; on a failed store, when that will never be, it returns the
+// failure (ErrFailed).
 func (s *Store) View(fn func(tx *Tx) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
 	return s.db.View(func(txn *badger.Txn) error {
-		s.waitDurable()
+		if err := s.waitDurable(); err != nil {
+			return err
+		}
 		return fn(&Tx{s: s, txn: txn, readOnly: true})
 	})
 }
@@ -552,10 +557,11 @@ func compressionName(c options.CompressionType) string {
 }
 
 // badgerLogger passes Badger's warnings and errors to slog and drops its
-// chatty info and debug lines, but for counting memtable rotations.
+// chatty info and debug lines, but for the one that tells of a memtable
+// rotation (sync.go).
 type badgerLogger struct {
-	l         *slog.Logger
-	rotations *atomic.Uint64
+	l    *slog.Logger
+	logs *badgerLogs
 }
 
 func (b badgerLogger) Errorf(f string, a ...any) {
@@ -570,6 +576,6 @@ func (badgerLogger) Infof(string, ...any) {}
 
 func (b badgerLogger) Debugf(f string, _ ...any) {
 	if isRotation(f) {
-		b.rotations.Add(1)
+		b.logs.rotated()
 	}
 }

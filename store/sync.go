@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 )
 
 // syncItem is what the writer hands the syncer: a committed (or refused)
@@ -46,17 +47,19 @@ func (s *Store) syncLoop() {
 	}
 }
 
-// finish makes a round durable and answers it.
+// finish makes a round durable and answers it. Once the store has failed,
+// nothing more is acked as durable: a sync after a failed one may report
+// success for data the failure lost, and the ops since may rest on it.
 func (s *Store) finish(round []syncItem) {
 	var wrote, big bool
 	for _, it := range round {
 		wrote = wrote || it.wrote
 		big = big || it.big
 	}
-	var syncErr error
-	if wrote {
-		if err := s.syncDisk(big); err != nil {
-			syncErr = s.fail(fmt.Errorf("sync: %w", err))
+	err := s.failure()
+	if err == nil && wrote {
+		if serr := s.syncDisk(big); serr != nil {
+			err = s.fail(fmt.Errorf("sync: %w", serr))
 		} else {
 			s.syncs.Add(1)
 		}
@@ -71,9 +74,9 @@ func (s *Store) finish(round []syncItem) {
 			drains = append(drains, it.drain)
 		case it.err != nil:
 			ackAll(it.ops, it.err)
-		case syncErr != nil:
+		case err != nil:
 			// Refusals too: they may rest on writes the sync lost.
-			ackAll(it.ops, syncErr)
+			ackAll(it.ops, err)
 		default:
 			s.publish(it.ops)
 			for _, o := range it.ops {
@@ -85,17 +88,18 @@ func (s *Store) finish(round []syncItem) {
 			}
 		}
 	}
+	// Readers first: a watcher may read what it is told of.
+	s.durableMu.Lock()
+	if err == nil && upTo > s.durableID.Load() {
+		s.durableID.Store(upTo)
+	}
+	s.durableCond.Broadcast()
+	s.durableMu.Unlock()
 	if len(added) > 0 {
 		for _, w := range s.watcherList() {
 			w(added)
 		}
 	}
-	s.durableMu.Lock()
-	if upTo > s.syncedID.Load() {
-		s.syncedID.Store(upTo)
-	}
-	s.durableCond.Broadcast()
-	s.durableMu.Unlock()
 	for _, d := range drains {
 		close(d)
 	}
@@ -105,25 +109,32 @@ func (s *Store) finish(round []syncItem) {
 // it was called is synced. View calls it after opening its snapshot, which
 // then holds durable state only: a reader never sees what a crash could
 // still take back, nor hands it on (to a peer, a feed, a mirror). Under a
-// steady load that is at most about one fsync.
-func (s *Store) waitDurable() {
+// steady load that is at most about one fsync. On a failed store the
+// batches not synced never will be: it returns the failure.
+func (s *Store) waitDurable() error {
 	target := s.writingID.Load()
-	if s.syncedID.Load() >= target {
-		return
+	if s.durableID.Load() >= target {
+		return nil
 	}
 	s.durableMu.Lock()
 	defer s.durableMu.Unlock()
-	for s.syncedID.Load() < target && s.failure() == nil {
+	for s.durableID.Load() < target {
+		if err := s.failure(); err != nil {
+			return err
+		}
 		s.durableCond.Wait()
 	}
+	return nil
 }
 
 // syncDisk makes every committed write durable. Badger's Sync flushes the
-// write-ahead log of the current memtable and the current value log file;
-// writes that went to a memtable Badger has since rotated out (not yet
-// flushed to a table, which Badger syncs itself) or to an older value log
-// file are synced here, file by file, whenever a rotation may have happened
-// since the last such pass.
+// write-ahead log of the current memtable, then the current value log file.
+// The logs of memtables Badger rotated out were synced at the rotation
+// (badgerLogger), before any write reached the next log, so that a crash
+// keeps a prefix of the commits. Values of Badger's value log (≥ its
+// ValueThreshold, 1 MiB) may lie in older value log files: after a round
+// that wrote one, every value log file is synced, before the write-ahead
+// log that points into them.
 func (s *Store) syncDisk(big bool) error {
 	s.diskMu.Lock()
 	defer s.diskMu.Unlock()
@@ -135,44 +146,58 @@ func (s *Store) syncDisk(big bool) error {
 	if s.opts.InMemory {
 		return nil
 	}
-	if err := s.db.Sync(); err != nil {
-		return err
+	if err := s.logs.failure(); err != nil {
+		return fmt.Errorf("syncing a rotated write-ahead log: %w", err)
 	}
-	// Read after Sync: a rotation counted later happened after Sync took the
-	// memtable, so Sync covered every write made before it.
-	rot := s.rotations.Load()
-	if rot == s.syncedRotations && !big {
-		return nil
+	if big {
+		if err := syncFiles(s.opts.ValueDir, ".vlog"); err != nil {
+			return err
+		}
 	}
-	if err := syncLogFiles(s.opts.Dir, s.opts.ValueDir); err != nil {
-		return err
+	return s.db.Sync()
+}
+
+// badgerLogs syncs the write-ahead logs of rotated memtables. Badger tells
+// of a rotation in a debug line, under its write lock, just before it opens
+// the next log: syncing every log file present then makes the old log
+// durable before any write goes to the new one.
+type badgerLogs struct {
+	dir       string
+	rotations atomic.Uint64
+	err       atomic.Pointer[error]
+}
+
+func (b *badgerLogs) rotated() {
+	b.rotations.Add(1)
+	if b.dir == "" {
+		return // in memory
 	}
-	s.syncedRotations = rot
+	if err := syncFiles(b.dir, ".mem"); err != nil {
+		b.err.CompareAndSwap(nil, &err)
+	}
+}
+
+func (b *badgerLogs) failure() error {
+	if e := b.err.Load(); e != nil {
+		return *e
+	}
 	return nil
 }
 
-// syncLogFiles fsyncs every write-ahead log and value log file Badger has
-// in dirs. A file removed meanwhile was flushed to a table (or garbage
-// collected) by Badger, which synced its content first.
-func syncLogFiles(dirs ...string) error {
-	seen := map[string]bool{}
-	for _, dir := range dirs {
-		if dir == "" || seen[dir] {
+// syncFiles fsyncs every file of dir whose name ends in suffix. A file
+// removed meanwhile was flushed to a table (or garbage collected) by
+// Badger, which synced its content first.
+func syncFiles(dir, suffix string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), suffix) {
 			continue
 		}
-		seen[dir] = true
-		entries, err := os.ReadDir(dir)
-		if err != nil {
+		if err := syncFile(filepath.Join(dir, e.Name())); err != nil {
 			return err
-		}
-		for _, e := range entries {
-			name := e.Name()
-			if !strings.HasSuffix(name, ".mem") && !strings.HasSuffix(name, ".vlog") {
-				continue
-			}
-			if err := syncFile(filepath.Join(dir, name)); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -194,7 +219,7 @@ func syncFile(path string) error {
 }
 
 // isRotation tells Badger's debug line for a memtable handed to the flusher,
-// the moment a new write-ahead log takes over.
+// just before a new write-ahead log takes over.
 func isRotation(format string) bool {
 	return strings.HasPrefix(format, "Flushing memtable, mt.size=")
 }

@@ -105,7 +105,9 @@ func TestSyncGatesAcksAndReads(t *testing.T) {
 }
 
 // TestSyncFailure checks that a failed sync fails the store: the ops it
-// would have made durable get ErrFailed, and so does every later write.
+// would have made durable get ErrFailed, so do the ops committed while it
+// ran (a later sync could report success for data the failure lost), every
+// later write, and a read that would see what was not synced.
 func TestSyncFailure(t *testing.T) {
 	s := openTest(t, testConfig(""), counter{})
 	g := gateSync(s)
@@ -113,12 +115,18 @@ func TestSyncFailure(t *testing.T) {
 	if _, err := s.Submit(ctx, draftFn("t.a", "kept")); err != nil {
 		t.Fatal(err)
 	}
+	commits := s.commits.Load()
 	g.armed.Store(true)
 	a := submitAsync(s, draftFn("t.a", "lost"))
 	<-g.held
+	b := submitAsync(s, draftFn("t.a", "behind"))
+	waitFor(t, "the next batch to commit during the held sync", func() bool { return s.commits.Load() >= commits+2 })
+	g.armed.Store(false)
 	g.release <- errors.New("disk on fire")
-	if r := <-a; !errors.Is(r.err, ErrFailed) || !strings.Contains(r.err.Error(), "disk on fire") {
-		t.Fatalf("got %v; want ErrFailed", r.err)
+	for _, r := range []submitResult{<-a, <-b} {
+		if !errors.Is(r.err, ErrFailed) || !strings.Contains(r.err.Error(), "disk on fire") {
+			t.Fatalf("got %v; want ErrFailed", r.err)
+		}
 	}
 	if _, err := s.Submit(ctx, draftFn("t.a", "after")); !errors.Is(err, ErrFailed) {
 		t.Fatalf("Submit after a failed sync: %v", err)
@@ -126,34 +134,61 @@ func TestSyncFailure(t *testing.T) {
 	if st := s.State(); st.Status != "failed" || st.Sequence != 1 {
 		t.Fatalf("state %+v", st)
 	}
+	if err := s.View(func(*Tx) error { return nil }); !errors.Is(err, ErrFailed) {
+		t.Fatalf("View of unsynced state on a failed store: %v", err)
+	}
 }
 
-// TestRotationCounted pins the Badger debug line the store counts memtable
-// rotations by: should Badger change it, rotations would go unseen and the
-// rotated-out write-ahead log unsynced.
+// TestWatcherMayRead checks that a watcher can read the events it is told
+// of: the syncer makes them visible before it calls the watchers.
+func TestWatcherMayRead(t *testing.T) {
+	s := openTest(t, testConfig(""), counter{})
+	read := make(chan error, 1)
+	s.Watch(func(evs []*StoredEvent) {
+		_, err := s.EventByCID(evs[0].CID)
+		read <- err
+	})
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "seen")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the watcher's read never returned")
+	}
+}
+
+// TestRotationCounted pins the Badger debug line the store learns of
+// memtable rotations by: should Badger change it, the rotated-out
+// write-ahead logs would no longer be synced at the rotation.
 func TestRotationCounted(t *testing.T) {
-	var n atomic.Uint64
-	opts := badger.DefaultOptions(t.TempDir()).WithMemTableSize(1 << 20).WithValueThreshold(1 << 16).
-		WithLogger(badgerLogger{l: quietLogger(), rotations: &n})
+	logs := &badgerLogs{dir: t.TempDir()}
+	opts := badger.DefaultOptions(logs.dir).WithMemTableSize(1 << 20).WithValueThreshold(1 << 16).
+		WithLogger(badgerLogger{l: quietLogger(), logs: logs})
 	db, err := badger.Open(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	val := make([]byte, 1024)
-	for i := 0; i < 4096 && n.Load() == 0; i++ {
+	for i := 0; i < 4096 && logs.rotations.Load() == 0; i++ {
 		if err := db.Update(func(txn *badger.Txn) error { return txn.Set(fmt.Appendf(nil, "k%06d", i), val) }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n.Load() == 0 {
-		t.Fatal("4 MiB through a 1 MiB memtable and no rotation counted")
+	if logs.rotations.Load() == 0 {
+		t.Fatal("4 MiB through a 1 MiB memtable and no rotation seen")
+	}
+	if err := logs.failure(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-// TestSyncAfterRotation checks that the store syncs the write-ahead logs
-// file by file once a rotation is counted, and keeps every write across
-// rotations through a reopen.
+// TestSyncAfterRotation checks that writes across memtable rotations and
+// values in Badger's value log are all kept through a reopen.
 func TestSyncAfterRotation(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(dir)
@@ -179,14 +214,11 @@ func TestSyncAfterRotation(t *testing.T) {
 			}
 		}
 	}
-	if s.rotations.Load() == 0 {
-		t.Fatal("no rotation counted")
+	if s.logs.rotations.Load() == 0 {
+		t.Fatal("no rotation seen")
 	}
-	s.diskMu.Lock()
-	synced := s.syncedRotations
-	s.diskMu.Unlock()
-	if synced != s.rotations.Load() {
-		t.Fatalf("log files synced at rotation %d, counted %d", synced, s.rotations.Load())
+	if err := s.logs.failure(); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)

@@ -68,6 +68,7 @@ func (s *Store) writeSplit(b *batch) {
 			s.committed(b, ops, wrote)
 			return
 		}
+		slim(ops[:n])
 		s.syncCh <- syncItem{ops: ops[:n], wrote: w, big: b.big}
 		ops = ops[n:]
 	}
@@ -76,6 +77,7 @@ func (s *Store) writeSplit(b *batch) {
 // committed publishes a snapshot holding batch b, when it wrote anything, and
 // hands its last ops to the syncer.
 func (s *Store) committed(b *batch, ops []*op, wrote bool) {
+	slim(ops)
 	if wrote {
 		// Nothing is in flight now, so this does not wait on Badger.
 		snap := &snapshot{txn: s.db.NewTransaction(false), upTo: b.id}
@@ -172,6 +174,18 @@ func (s *Store) commitTxn(txn *badger.Txn) error {
 	return nil
 }
 
+// slim drops what committed ops no longer need (their overlays, and through
+// them the overlays of the batches they read), keeping what the syncer
+// publishes: an op waiting for its sync holds only its heads, sequence and
+// events.
+func slim(ops []*op) {
+	for _, o := range ops {
+		if o.tx != nil {
+			o.tx = &Tx{heads: o.tx.heads, seq: o.tx.seq, added: o.tx.added}
+		}
+	}
+}
+
 func anyKept(ops []*op) bool {
 	for _, o := range ops {
 		if o.tx != nil {
@@ -216,7 +230,7 @@ func (s *Store) failure() error {
 func (s *Store) fail(cause error) error {
 	err := fmt.Errorf("%w: %w", ErrFailed, cause)
 	if s.failed.CompareAndSwap(nil, &err) {
-		s.log.Error("store: commit failed; refusing writes until reopened", "err", cause)
+		s.log.Error("store: a write failed; refusing writes until reopened", "err", cause)
 	}
 	return s.failure()
 }
