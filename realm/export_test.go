@@ -66,7 +66,7 @@ func fillNode(t *testing.T, tn *testNode) (reads []string, author string) {
 	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "decide", "body": "Cache on, with a warm-up."})
 	tn.post(t, a, "/api/v1/threads/th_1/close", map[string]any{})
 	out := tn.post(t, b, "/api/v1/boards/eng/threads", map[string]any{"kind": "note", "body": "a picture",
-		"image": map[string]any{"data": base64.StdEncoding.EncodeToString(forumPNG(t))}})
+		"image": map[string]any{"data": base64.StdEncoding.EncodeToString(noisePNG(t))}})
 	reads = append(reads, field(out, "message", "image", "url").(string))
 
 	ag := tn.registerAgent(t, true)

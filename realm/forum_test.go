@@ -13,6 +13,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"math/rand/v2"
 	"io"
 	"log/slog"
 	"net/http"
@@ -1129,6 +1130,25 @@ func forumPNG(t *testing.T) []byte {
 	return buf.Bytes()
 }
 
+// noisePNG is a PNG of random pixels, which do not compress: about 640 KB,
+// over the part size images are stored in.
+func noisePNG(t *testing.T) []byte {
+	t.Helper()
+	img := image.NewRGBA(image.Rect(0, 0, 400, 400))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range img.Pix {
+		img.Pix[i] = byte(rng.Uint32())
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() <= 256<<10 {
+		t.Fatalf("the noise compressed to %d bytes", buf.Len())
+	}
+	return buf.Bytes()
+}
+
 func TestForumImages(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	a := tn.issue(t, "alpha", "write")
@@ -1165,6 +1185,19 @@ func TestForumImages(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
 		t.Fatalf("a message CID served as an image: %d", resp.StatusCode)
+	}
+
+	// A picture over the store's part size is kept in parts and served whole.
+	big := bytes.NewBuffer(noisePNG(t))
+	bigOut := tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "a big picture", "image": map[string]any{"data": base64.StdEncoding.EncodeToString(big.Bytes())}})
+	resp, err = http.Get(tn.srv.URL + field(bigOut, "message", "image", "url").(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !bytes.Equal(got, big.Bytes()) {
+		t.Fatalf("GET big image: %d, %d bytes (want %d)", resp.StatusCode, len(got), big.Len())
 	}
 
 	link := "https://example.org/chart.png"

@@ -5,8 +5,8 @@ import (
 	"context"
 	"encoding/base64"
 	"image"
-	"image/color"
 	"image/png"
+	"math/rand/v2"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -26,8 +26,12 @@ func TestImagesTravelByCID(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer net.Close()
-	img := image.NewRGBA(image.Rect(0, 0, 4, 4))
-	img.Set(1, 2, color.RGBA{0, 128, 255, 255})
+	// Noise does not compress: a PNG of about 1 MB, stored in parts.
+	img := image.NewRGBA(image.Rect(0, 0, 512, 512))
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range img.Pix {
+		img.Pix[i] = byte(rng.Uint32())
+	}
 	var buf bytes.Buffer
 	png.Encode(&buf, img)
 	var out struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/http"
@@ -16,8 +17,65 @@ import (
 )
 
 // Blobs live under b/: not a projection (Rebuild keeps them) and not local
-// (they travel by CID).
-var pfxBlob = []byte("b/img/")
+// (they travel by CID). b/img/<cid> holds the media type, a newline and the
+// bytes; a blob over blobPart bytes holds no bytes there but in parts of
+// blobPart bytes under b/imgp/<cid><part 4 BE>. Every value then stays far
+// below the store's value-log threshold (1 MiB), so an image is written
+// through the write-ahead log with everything else (store/doc.go). A real
+// image is never empty, so empty bytes mean parts.
+var (
+	pfxBlob     = []byte("b/img/")
+	pfxBlobPart = []byte("b/imgp/")
+)
+
+const blobPart = 256 << 10
+
+// putBlob stores a blob under CID c.
+func putBlob(tx *store.Tx, c []byte, mediaType string, data []byte) error {
+	head := []byte(mediaType + "\n")
+	if len(data) <= blobPart {
+		return tx.Set(key(pfxBlob, c), append(head, data...))
+	}
+	if err := tx.Set(key(pfxBlob, c), head); err != nil {
+		return err
+	}
+	for i := 0; len(data) > 0; i++ {
+		n := min(len(data), blobPart)
+		if err := tx.Set(key(pfxBlobPart, c, binary.BigEndian.AppendUint32(nil, uint32(i))), data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// getBlob reads the blob stored under CID c (store.ErrNotFound if none).
+func getBlob(tx *store.Tx, c []byte) (mediaType string, data []byte, err error) {
+	v, err := tx.Get(key(pfxBlob, c))
+	if err != nil {
+		return "", nil, err
+	}
+	return blobValue(tx, c, v)
+}
+
+// blobValue completes a b/img/ value with its parts, if it has any.
+func blobValue(tx *store.Tx, c, v []byte) (mediaType string, data []byte, err error) {
+	mt, body, ok := bytes.Cut(v, []byte("\n"))
+	if !ok {
+		return "", nil, fmt.Errorf("parley: blob %x has no media type", c)
+	}
+	if len(body) > 0 {
+		return string(mt), body, nil
+	}
+	err = tx.Iterate(key(pfxBlobPart, c), false, func(_, part []byte) error {
+		data = append(data, part...)
+		return nil
+	})
+	if err == nil && len(data) == 0 {
+		err = fmt.Errorf("parley: blob %x has no bytes", c)
+	}
+	return string(mt), data, err
+}
 
 type preparedImage struct {
 	data  imageData
@@ -70,13 +128,12 @@ func (s *Service) storeImage(tx *store.Tx, img *preparedImage) error {
 		return nil
 	}
 	c, _ := protocol.ParseBlobCID(img.data.CID)
-	k := key(pfxBlob, c.Bytes())
-	if _, err := tx.Get(k); err == nil {
+	if _, err := tx.Get(key(pfxBlob, c.Bytes())); err == nil {
 		return nil // content-addressed: already held
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return tx.Set(k, append([]byte(img.data.MediaType+"\n"), img.bytes...))
+	return putBlob(tx, c.Bytes(), img.data.MediaType, img.bytes)
 }
 
 // ImageHandler serves uploaded images by CID at /api/v1/images/{cid}.
@@ -92,63 +149,61 @@ func (s *Service) ImageHandler() http.Handler {
 			notFound()
 			return
 		}
-		var val []byte
+		var mt string
+		var body []byte
 		err = s.st.View(func(tx *store.Tx) error {
-			v, err := tx.Get(key(pfxBlob, c.Bytes()))
-			val = v
+			mt, body, err = getBlob(tx, c.Bytes())
 			return err
 		})
 		if errors.Is(err, store.ErrNotFound) && s.cfg.FetchImage != nil {
-			val, err = s.fetchImage(r.Context(), c)
+			mt, body, err = s.fetchImage(r.Context(), c)
 		}
 		if err != nil {
 			notFound()
 			return
 		}
-		mt, body, _ := strings.Cut(string(val), "\n")
 		w.Header().Set("Content-Type", mt)
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
 		w.Header().Set("ETag", `"`+c.String()+`"`)
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Content-Security-Policy", "default-src 'none'")
-		w.Write([]byte(body))
+		w.Write(body)
 	})
 }
 
 // Blob returns the bytes of the image whose CID is c, for peers.
 func (s *Service) Blob(c []byte) ([]byte, bool) {
-	var val []byte
+	var body []byte
 	err := s.st.View(func(tx *store.Tx) error {
-		v, err := tx.Get(key(pfxBlob, c))
-		val = v
+		var err error
+		_, body, err = getBlob(tx, c)
 		return err
 	})
 	if err != nil {
 		return nil, false
 	}
-	_, body, _ := strings.Cut(string(val), "\n")
-	return []byte(body), true
+	return body, true
 }
 
 // fetchImage gets an image of a replicated message from a peer, checks it
 // as an upload is checked, and keeps it.
-func (s *Service) fetchImage(ctx context.Context, c cid.Cid) ([]byte, error) {
+func (s *Service) fetchImage(ctx context.Context, c cid.Cid) (mediaType string, data []byte, err error) {
 	raw, err := s.cfg.FetchImage(ctx, c)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if !protocol.BlobCID(raw).Equals(c) || len(raw) > s.cfg.Limits.ImageBytes {
-		return nil, errors.New("parley: a peer sent another image")
+		return "", nil, errors.New("parley: a peer sent another image")
 	}
 	mt := http.DetectContentType(raw)
 	if !imageTypes[mt] {
-		return nil, errors.New("parley: a peer sent a blob that is not an image")
+		return "", nil, errors.New("parley: a peer sent a blob that is not an image")
 	}
 	img := &preparedImage{data: imageData{CID: c.String(), MediaType: mt, Bytes: len(raw)}, bytes: raw}
 	if _, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) { return nil, s.storeImage(tx, img) }); err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	return append([]byte(mt+"\n"), raw...), nil
+	return mt, raw, nil
 }
 
 // Blob is a stored upload as it travels outside the node (an export): its
@@ -166,11 +221,11 @@ func EachBlob(tx *store.Tx, fn func(Blob) error) error {
 		if err != nil {
 			return fmt.Errorf("parley: blob key %q: %w", k, err)
 		}
-		mt, body, ok := bytes.Cut(v, []byte("\n"))
-		if !ok {
-			return fmt.Errorf("parley: blob %s has no media type", c)
+		mt, body, err := blobValue(tx, c.Bytes(), v)
+		if err != nil {
+			return err
 		}
-		return fn(Blob{CID: c, MediaType: string(mt), Data: body})
+		return fn(Blob{CID: c, MediaType: mt, Data: body})
 	})
 }
 
@@ -184,11 +239,10 @@ func PutBlob(tx *store.Tx, b Blob) error {
 	if !imageTypes[b.MediaType] {
 		return fmt.Errorf("parley: blob %s: media type %q is not an image type", b.CID, b.MediaType)
 	}
-	k := key(pfxBlob, b.CID.Bytes())
-	if _, err := tx.Get(k); err == nil {
+	if _, err := tx.Get(key(pfxBlob, b.CID.Bytes())); err == nil {
 		return nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	return tx.Set(k, append([]byte(b.MediaType+"\n"), b.Data...))
+	return putBlob(tx, b.CID.Bytes(), b.MediaType, b.Data)
 }
