@@ -151,10 +151,11 @@
 //     read through tx.
 //   - Watchers run on the syncer after the round's events are visible to
 //     View; they must not wait on Submit or Ingest.
-//   - Values of 1 MiB or more (Badger's ValueThreshold: images) go to
-//     Badger's value log; after a round that wrote one, every value log file
-//     is synced before the write-ahead log that points into it. Badger
-//     writes both logs before the store can sync either, so a power loss in
-//     the moment between such a commit and its sync could keep the pointer
-//     without the value: an unacknowledged write, but a dangling one.
+//   - Values of 1 MiB or more (Badger's ValueThreshold) go to Badger's
+//     value log; after a round that wrote one, every value log file is
+//     synced before the write-ahead log that points into it. Badger writes
+//     both logs before the store can sync either, so a power loss in the
+//     moment between such a commit and its sync could keep the pointer
+//     without the value: an unacknowledged write, but a dangling one. Keep
+//     values smaller (images are stored in parts of 256 KiB for this).
 package store
