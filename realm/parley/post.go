@@ -1,9 +1,11 @@
 package parley
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"relay/protocol"
@@ -34,6 +36,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		ext = env.From.Extension
 	}
 	var mid, tid rid
+	var h *posted
 	se, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		d := messageData{Kind: string(env.Kind), Body: env.Body, Extension: ext, AuthorKind: authorKind(p),
 			RelatesTo: env.RelatesTo, Evidence: env.Evidence}
@@ -64,7 +67,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			d.Board = bid
 			typ = evThreadOpened
 		} else {
-			id, ok, err := s.lookupRef(tx, protocol.KeyThread, env.Thread)
+			id, held, ok, err := s.threadByRef(tx, env.Thread)
 			if err != nil {
 				return nil, err
 			}
@@ -80,11 +83,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 					return nil, protocol.Refusef(protocol.ReasonInvalidBody, "thread %q differs from the thread of the path, %q.", also, env.Thread).With("field", "thread").With("rule", "conflict")
 				}
 			}
-			tid = id
-			t = new(threadRec)
-			if _, err := tx.GetJSON(key(pfxThread, id.bytes()), t); err != nil {
-				return nil, err
-			}
+			tid, t = id, held
 			if board != "" {
 				if bid, ok, err := s.boardRef(tx, board); err != nil || !ok || bid != t.board() {
 					if err != nil {
@@ -190,15 +189,70 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 				return nil, err
 			}
 		}
-		return draft(typ, p, d)
+		dr, err := draft(typ, p, d)
+		if err == nil {
+			h = s.recs.expect(tx)
+			if typ == evMessagePosted {
+				h.read = t
+			}
+		}
+		return dr, err
 	})
+	if h != nil {
+		s.recs.forget(h)
+	}
 	if err != nil {
 		return PostOut{}, err
 	}
 	if tid.Realm != s.realm {
 		return s.replyOut(ctx, se.CID.String(), mid, tid)
 	}
+	if h != nil && h.ok {
+		return s.postedOut(h, mid, tid)
+	}
 	return s.postOut(mid, tid)
+}
+
+// postedOut answers a post from the records its op wrote. A message's
+// provenance is what a read of it gives: JSON's numbers, as stored.
+func (s *Service) postedOut(h *posted, mid, tid rid) (PostOut, error) {
+	m := h.msg
+	if m.Provenance != nil {
+		b, err := json.Marshal(m.Provenance)
+		if err != nil {
+			return PostOut{}, err
+		}
+		m.Provenance = nil
+		if err := json.Unmarshal(b, &m.Provenance); err != nil {
+			return PostOut{}, err
+		}
+	}
+	out := PostOut{Message: s.messageOut(&m), Thread: s.threadOut(&h.thread)}
+	if verifyCache {
+		if err := s.checkPosted(out, mid, tid); err != nil {
+			return PostOut{}, err
+		}
+	}
+	return out, nil
+}
+
+// checkPosted compares an answer built from the op's records with one read
+// back from the store, as it was built before, in test binaries: the thread
+// only while no later message changed it.
+func (s *Service) checkPosted(out PostOut, mid, tid rid) error {
+	back, err := s.postOut(mid, tid)
+	if err != nil {
+		return err
+	}
+	if back.Thread.LastMessage == nil || back.Thread.LastMessage.ID != out.Thread.LastMessage.ID {
+		back.Thread = out.Thread // moved on since
+	}
+	got, _ := json.Marshal(out)
+	want, _ := json.Marshal(back)
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("parley: the answer of a post differs from its records read back:\n%s\n%s", got, want)
+	}
+	return nil
 }
 
 // replyWait is how long a post into another realm's thread waits for that
