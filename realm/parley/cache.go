@@ -109,15 +109,13 @@ func (c *recordCache[T]) get(tx *store.Tx, k []byte, v *T) (found bool, err erro
 
 // set writes v at k through tx.
 func (c *recordCache[T]) set(tx *store.Tx, k []byte, v *T) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if err := tx.Set(k, b); err != nil {
-		return err
-	}
-	c.keep(k, b, *v)
-	return nil
+	return withRecordJSON(v, func(b []byte) error {
+		if err := tx.Set(k, b); err != nil {
+			return err
+		}
+		c.keep(k, bytes.Clone(b), *v)
+		return nil
+	})
 }
 
 func (c *recordCache[T]) keep(k, raw []byte, v T) {
