@@ -208,14 +208,14 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		return s.replyOut(ctx, se.CID.String(), mid, tid)
 	}
 	if h != nil && h.ok {
-		return s.postedOut(h, mid, tid)
+		return s.postedOut(h, se.Sequence, mid, tid)
 	}
 	return s.postOut(mid, tid)
 }
 
 // postedOut answers a post from the records its op wrote. A message's
 // provenance is what a read of it gives: JSON's numbers, as stored.
-func (s *Service) postedOut(h *posted, mid, tid rid) (PostOut, error) {
+func (s *Service) postedOut(h *posted, seq uint64, mid, tid rid) (PostOut, error) {
 	m := h.msg
 	if m.Provenance != nil {
 		b, err := json.Marshal(m.Provenance)
@@ -229,7 +229,7 @@ func (s *Service) postedOut(h *posted, mid, tid rid) (PostOut, error) {
 	}
 	out := PostOut{Message: s.messageOut(&m), Thread: s.threadOut(&h.thread)}
 	if verifyCache {
-		if err := s.checkPosted(out, mid, tid); err != nil {
+		if err := s.checkPosted(out, seq, mid, tid); err != nil {
 			return PostOut{}, err
 		}
 	}
@@ -238,14 +238,16 @@ func (s *Service) postedOut(h *posted, mid, tid rid) (PostOut, error) {
 
 // checkPosted compares an answer built from the op's records with one read
 // back from the store, as it was built before, in test binaries: the thread
-// only while no later message changed it.
-func (s *Service) checkPosted(out PostOut, mid, tid rid) error {
+// only while nothing was committed after the post.
+func (s *Service) checkPosted(out PostOut, seq uint64, mid, tid rid) error {
+	before := s.st.Sequence()
 	back, err := s.postOut(mid, tid)
 	if err != nil {
 		return err
 	}
-	if back.Thread.LastMessage == nil || back.Thread.LastMessage.ID != out.Thread.LastMessage.ID {
-		back.Thread = out.Thread // moved on since
+	if before != seq || s.st.Sequence() != seq || back.Thread.LastMessage == nil ||
+		back.Thread.LastMessage.ID != out.Thread.LastMessage.ID || !back.Thread.UpdatedAt.Equal(out.Thread.UpdatedAt) {
+		back.Thread = out.Thread // something was committed since: the thread may have moved on
 	}
 	got, _ := json.Marshal(out)
 	want, _ := json.Marshal(back)
