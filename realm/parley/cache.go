@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 
@@ -18,6 +19,8 @@ import (
 type records struct {
 	threads recordCache[threadRec]
 	boards  recordCache[Board]
+	heads   recordCache[msgHead]  // messages, as far as a reply to one checks them
+	exts    recordCache[[]string] // the extensions each line used
 
 	mu    sync.Mutex
 	posts map[*store.Tx]*posted
@@ -31,8 +34,22 @@ func newRecords() *records {
 	return &records{
 		threads: recordCache[threadRec]{max: maxCached, clone: cloneThread},
 		boards:  recordCache[Board]{max: maxCached, clone: func(b Board) Board { return b }},
+		heads:   recordCache[msgHead]{max: maxCached, clone: func(h msgHead) msgHead { return h }},
+		exts:    recordCache[[]string]{max: maxCached, clone: slices.Clone[[]string]},
 		posts:   make(map[*store.Tx]*posted),
 	}
+}
+
+// msgHead is what a reply checks of the message it answers, decoded from
+// the message's record.
+type msgHead struct {
+	Thread    rid    `json:"thread"`
+	Identity  string `json:"identity"`
+	Extension string `json:"extension,omitempty"`
+}
+
+func headOf(m *messageRec) msgHead {
+	return msgHead{Thread: m.Thread, Identity: m.Identity, Extension: m.Extension}
 }
 
 func cloneThread(t threadRec) threadRec {
@@ -114,6 +131,18 @@ func (c *recordCache[T]) set(tx *store.Tx, k []byte, v *T) error {
 			return err
 		}
 		c.keep(k, bytes.Clone(b), *v)
+		return nil
+	})
+}
+
+// setAs writes rec at k through tx and keeps v, which must be what the
+// record's JSON decodes to as a T, for it.
+func (c *recordCache[T]) setAs(tx *store.Tx, k []byte, rec any, v T) error {
+	return withRecordJSON(rec, func(b []byte) error {
+		if err := tx.Set(k, b); err != nil {
+			return err
+		}
+		c.keep(k, bytes.Clone(b), v)
 		return nil
 	})
 }

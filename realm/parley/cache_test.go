@@ -261,3 +261,87 @@ func TestRecordCacheEvicts(t *testing.T) {
 		t.Fatalf("the thread cache holds %d records, more than its 2", n)
 	}
 }
+
+// A reply's parent is checked from its cached head as from its record:
+// found by key, number or CID, in its thread only, and never the replier's
+// own line and extension.
+func TestParentChecks(t *testing.T) {
+	s := newTestService(t)
+	ctx := context.Background()
+	alice, bob := agent(t, "alice"), agent(t, "bob")
+	a := openThread(t, s, "alice")
+	other := openThread(t, s, "bob")
+	ask, err := s.post(ctx, alice, "", &protocol.Envelope{Kind: protocol.ActAsk, Body: "and?", Thread: protocol.KeyRef(a.ID),
+		From: &protocol.From{Extension: "w1"}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := func(p *api.Principal, ext string, parent string) error {
+		env := &protocol.Envelope{Kind: protocol.ActAnswer, Body: "this", Thread: protocol.KeyRef(a.ID), Parent: protocol.KeyRef(parent)}
+		if ext != "" {
+			env.From = &protocol.From{Extension: ext}
+		}
+		_, err := s.post(ctx, p, "", env, "")
+		return err
+	}
+	reason := func(err error) protocol.Reason {
+		var ref *protocol.Refusal
+		if errors.As(err, &ref) {
+			return ref.Reason
+		}
+		return ""
+	}
+	n := ask.Message.ID[len("msg_"):]
+	for _, parent := range []string{ask.Message.ID, n, string(testRealm) + ":" + ask.Message.ID, ask.Message.CID} {
+		if err := reply(alice, "w1", parent); reason(err) != protocol.ReasonSelfReply {
+			t.Fatalf("alice/w1 answering her own %s: %v, want self_reply", parent, err)
+		}
+		if err := reply(alice, "w2", parent); err != nil {
+			t.Fatalf("alice/w2 answering %s: %v", parent, err)
+		}
+		if err := reply(bob, "w1", parent); err != nil {
+			t.Fatalf("bob/w1 answering %s: %v", parent, err)
+		}
+	}
+	otherMsg := "msg_" + fmt.Sprint(2) // the opening of the second thread
+	if other.LastMessage == nil || other.LastMessage.ID != otherMsg {
+		t.Fatalf("the second thread opens with %+v, want %s", other.LastMessage, otherMsg)
+	}
+	for _, parent := range []string{otherMsg, "msg_999", "cl_1", "nonsense"} {
+		if err := reply(bob, "", parent); reason(err) != protocol.ReasonParentNotFound {
+			t.Fatalf("answering %s: %v, want parent_not_found", parent, err)
+		}
+	}
+}
+
+// The extensions a line used are remembered newest first, and a failed
+// post does not leave its extension behind.
+func TestExtensionsRemembered(t *testing.T) {
+	s := newTestService(t)
+	s.st.Register(failingProjector{trigger: "fail"})
+	alice := agent(t, "alice")
+	th := openThread(t, s, "alice")
+	post := func(ext, body string) error {
+		_, err := s.post(context.Background(), alice, "", &protocol.Envelope{Kind: protocol.ActNote, Body: body,
+			Thread: protocol.KeyRef(th.ID), From: &protocol.From{Extension: ext}}, "")
+		return err
+	}
+	for _, ext := range []string{"a", "b", "a", "c", "c"} {
+		if err := post(ext, "note"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := post("d", "fail"); !errors.Is(err, errRefused) {
+		t.Fatalf("post: %v, want the projector's refusal", err)
+	}
+	if err := post("b", "note"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Extensions(alice.Identity.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"b", "c", "a"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("extensions %v, want %v", got, want)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -105,15 +104,9 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			if env.Thread == "" {
 				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "A new thread has no message to answer yet.").With("field", "parent")
 			}
-			pid, ok, err := s.lookupRef(tx, protocol.KeyMessage, env.Parent)
+			pid, pm, ok, err := s.messageHeadByRef(tx, env.Parent)
 			if err != nil {
 				return nil, err
-			}
-			var pm messageRec
-			if ok {
-				if _, err := tx.GetJSON(key(pfxMessage, pid.bytes()), &pm); err != nil {
-					return nil, err
-				}
 			}
 			if !ok || pm.Thread != tid {
 				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "Message %q is not in this thread.", env.Parent).With("field", "parent")
@@ -185,7 +178,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		mid = rid{s.realm, n}
 		d.Thread = s.keyString(protocol.KeyThread, tid)
 		if ext != "" {
-			if err := rememberExtension(tx, p.Identity.String(), ext); err != nil {
+			if err := s.rememberExtension(tx, p.Identity.String(), ext); err != nil {
 				return nil, err
 			}
 		}
@@ -302,17 +295,11 @@ func (s *Service) postOut(mid, tid rid) (PostOut, error) {
 const maxExtensions = 16
 
 // rememberExtension keeps the extensions a line used, newest first.
-func rememberExtension(tx *store.Tx, identity, ext string) error {
+func (s *Service) rememberExtension(tx *store.Tx, identity, ext string) error {
 	k := key(pfxExt, []byte(identity))
 	var list []string
-	b, err := tx.Get(k)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.recs.exts.get(tx, k, &list); err != nil {
 		return err
-	}
-	if err == nil {
-		if err := json.Unmarshal(b, &list); err != nil {
-			return err
-		}
 	}
 	if len(list) > 0 && list[0] == ext {
 		return nil
@@ -323,7 +310,7 @@ func rememberExtension(tx *store.Tx, identity, ext string) error {
 			out = append(out, e)
 		}
 	}
-	return putJSON(tx, k, out)
+	return s.recs.exts.set(tx, k, &out)
 }
 
 // Extensions returns the extensions an identity used, newest first.

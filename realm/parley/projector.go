@@ -278,7 +278,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 			}
 		}
 	}
-	if err := putJSON(p.tx, key(pfxMessage, mid.bytes()), m); err != nil {
+	if err := p.r.heads.setAs(p.tx, key(pfxMessage, mid.bytes()), m, headOf(m)); err != nil {
 		return err
 	}
 	if err := p.tx.Set(key(pfxThreadMs, tid.bytes(), u64(p.se.Sequence)), mid.bytes()); err != nil {

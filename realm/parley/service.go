@@ -208,6 +208,28 @@ func (s *Service) threadByRef(tx *store.Tx, ref protocol.KeyRef) (rid, *threadRe
 	return id, t, true, nil
 }
 
+// messageHeadByRef resolves a client's reference to a message and loads
+// what a reply checks of it: for a key, in one read. found is false when
+// nothing is held.
+func (s *Service) messageHeadByRef(tx *store.Tx, ref protocol.KeyRef) (rid, msgHead, bool, error) {
+	r, err := protocol.ParseKeyOrCID(protocol.KeyMessage, string(ref))
+	if err != nil {
+		return rid{}, msgHead{}, false, nil
+	}
+	id := rid{r.Key.Realm, r.Key.N}
+	if r.CID != "" {
+		var ok bool
+		if id, ok, err = s.lookupRef(tx, protocol.KeyMessage, ref); err != nil || !ok {
+			return id, msgHead{}, false, err
+		}
+	} else if id.Realm == "" {
+		id.Realm = s.realm
+	}
+	var h msgHead
+	ok, err := s.recs.heads.get(tx, key(pfxMessage, id.bytes()), &h)
+	return id, h, ok, err
+}
+
 // recordPrefix is where records of a key kind are kept.
 func recordPrefix(kind protocol.KeyKind) []byte {
 	switch kind {
