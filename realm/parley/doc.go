@@ -19,10 +19,12 @@
 //     local knowledge other realms cannot recompute. Claim states, which
 //     follow only from replicated facts, are derived by every replica.
 //   - Every op runs on the store's one committer, so what a post costs there
-//     caps the node's posts per second. The records every post reads and
-//     writes, its thread and its board, stay decoded in a cache (cache.go)
-//     that is checked against the bytes the op's transaction reads, and a
-//     post is answered from the records its op wrote, not read back.
+//     caps the node's posts per second. The records posts read and write
+//     (their thread and board, the message a reply names, a line's
+//     extensions) stay decoded in a cache (cache.go) that is checked against
+//     the bytes the op's transaction reads; the records a post writes are
+//     encoded by hand (records_json.go); and a post is answered from the
+//     records its op wrote, not read back.
 //
 // # Keys
 //
