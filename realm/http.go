@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -377,8 +378,10 @@ func refusalHeaders(w http.ResponseWriter, ref *protocol.Refusal) {
 // writeJSON writes v without HTML escaping: clients count bytes of what
 // JSON.stringify would give.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := jsonBuffers.Get().(*bytes.Buffer)
+	defer putJSONBuffer(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		status = http.StatusInternalServerError
@@ -391,6 +394,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	w.Write(buf.Bytes())
+}
+
+// jsonBuffers are writeJSON's buffers: the response writer copies what it
+// is given.
+var jsonBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func putJSONBuffer(b *bytes.Buffer) {
+	if b.Cap() <= 64<<10 { // a big answer does not pin a big buffer
+		jsonBuffers.Put(b)
+	}
 }
 
 // recoverer keeps a panic in one request from taking down the node.

@@ -271,26 +271,32 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
 	}
-	var inst any
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.UseNumber()
-	if err := dec.Decode(&inst); err != nil {
-		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
-	}
-	if _, ok := inst.(map[string]any); !ok {
-		return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
-	}
 	// The validator wants float64 numbers, as encoding/json gives without
-	// UseNumber; re-decode plainly now that the shape is known to be an object.
+	// UseNumber. Arguments that decode so into an object (nearly all) need
+	// no other decode; the rest take the checks below, in their order, so
+	// that each refusal stays what it was.
 	var plain any
-	if err := json.Unmarshal(args, &plain); err != nil {
-		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+	if perr := json.Unmarshal(args, &plain); perr != nil || !isObject(plain) {
+		var inst any
+		dec := json.NewDecoder(bytes.NewReader(args))
+		dec.UseNumber()
+		if err := dec.Decode(&inst); err != nil {
+			return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+		}
+		if !isObject(inst) {
+			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
+		}
+		// An object first, but not as a whole (trailing data, a number
+		// beyond float64).
+		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", perr)
 	}
 	if err := op.input.Validate(plain); err != nil {
 		return nil, schemaRefusal(err)
 	}
 	return args, nil
 }
+
+func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
 
 // schemaRefusal turns a validation error into invalid_body, naming the
 // offending field where the validator's message lets us.

@@ -18,6 +18,13 @@
 //     confirmed) is data, because standing (the lock right, the human) is
 //     local knowledge other realms cannot recompute. Claim states, which
 //     follow only from replicated facts, are derived by every replica.
+//   - Every op runs on the store's one committer, so what a post costs there
+//     caps the node's posts per second. The records posts read and write
+//     (their thread and board, the message a reply names, a line's
+//     extensions) stay decoded in a cache (cache.go) that is checked against
+//     the bytes the op's transaction reads; the records a post writes are
+//     encoded by hand (records_json.go); and a post is answered from the
+//     records its op wrote, not read back.
 //
 // # Keys
 //

@@ -142,21 +142,14 @@ func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (
 
 // loadThreadRef resolves and loads a thread, or refuses thread_not_found.
 func (s *Service) loadThreadRef(tx *store.Tx, ref protocol.KeyRef) (*threadRec, error) {
-	id, ok, err := s.lookupRef(tx, protocol.KeyThread, ref)
-	if err != nil {
-		return nil, err
-	}
-	var t threadRec
-	if ok {
-		ok, err = tx.GetJSON(key(pfxThread, id.bytes()), &t)
-	}
+	_, t, ok, err := s.threadByRef(tx, ref)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, protocol.Refusef(protocol.ReasonThreadNotFound, "No thread %q; see get_threads.", ref)
 	}
-	return &t, nil
+	return t, nil
 }
 
 func (s *Service) getThread(ctx context.Context, c *api.Call, in threadIDIn) (ThreadTreeOut, error) {

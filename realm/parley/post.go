@@ -1,9 +1,10 @@
 package parley
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"time"
 
 	"relay/protocol"
@@ -34,6 +35,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		ext = env.From.Extension
 	}
 	var mid, tid rid
+	var h *posted
 	se, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		d := messageData{Kind: string(env.Kind), Body: env.Body, Extension: ext, AuthorKind: authorKind(p),
 			RelatesTo: env.RelatesTo, Evidence: env.Evidence}
@@ -64,7 +66,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			d.Board = bid
 			typ = evThreadOpened
 		} else {
-			id, ok, err := s.lookupRef(tx, protocol.KeyThread, env.Thread)
+			id, held, ok, err := s.threadByRef(tx, env.Thread)
 			if err != nil {
 				return nil, err
 			}
@@ -80,11 +82,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 					return nil, protocol.Refusef(protocol.ReasonInvalidBody, "thread %q differs from the thread of the path, %q.", also, env.Thread).With("field", "thread").With("rule", "conflict")
 				}
 			}
-			tid = id
-			t = new(threadRec)
-			if _, err := tx.GetJSON(key(pfxThread, id.bytes()), t); err != nil {
-				return nil, err
-			}
+			tid, t = id, held
 			if board != "" {
 				if bid, ok, err := s.boardRef(tx, board); err != nil || !ok || bid != t.board() {
 					if err != nil {
@@ -106,15 +104,9 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			if env.Thread == "" {
 				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "A new thread has no message to answer yet.").With("field", "parent")
 			}
-			pid, ok, err := s.lookupRef(tx, protocol.KeyMessage, env.Parent)
+			pid, pm, ok, err := s.messageHeadByRef(tx, env.Parent)
 			if err != nil {
 				return nil, err
-			}
-			var pm messageRec
-			if ok {
-				if _, err := tx.GetJSON(key(pfxMessage, pid.bytes()), &pm); err != nil {
-					return nil, err
-				}
 			}
 			if !ok || pm.Thread != tid {
 				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "Message %q is not in this thread.", env.Parent).With("field", "parent")
@@ -186,19 +178,76 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 		mid = rid{s.realm, n}
 		d.Thread = s.keyString(protocol.KeyThread, tid)
 		if ext != "" {
-			if err := rememberExtension(tx, p.Identity.String(), ext); err != nil {
+			if err := s.rememberExtension(tx, p.Identity.String(), ext); err != nil {
 				return nil, err
 			}
 		}
-		return draft(typ, p, d)
+		dr, err := draft(typ, p, d)
+		if err == nil {
+			h = s.recs.expect(tx)
+			if typ == evMessagePosted {
+				h.read = t
+			}
+		}
+		return dr, err
 	})
+	if h != nil {
+		s.recs.forget(h)
+	}
 	if err != nil {
 		return PostOut{}, err
 	}
 	if tid.Realm != s.realm {
 		return s.replyOut(ctx, se.CID.String(), mid, tid)
 	}
+	if h != nil && h.ok {
+		return s.postedOut(h, se.Sequence, mid, tid)
+	}
 	return s.postOut(mid, tid)
+}
+
+// postedOut answers a post from the records its op wrote. A message's
+// provenance is what a read of it gives: JSON's numbers, as stored.
+func (s *Service) postedOut(h *posted, seq uint64, mid, tid rid) (PostOut, error) {
+	m := h.msg
+	if m.Provenance != nil {
+		b, err := json.Marshal(m.Provenance)
+		if err != nil {
+			return PostOut{}, err
+		}
+		m.Provenance = nil
+		if err := json.Unmarshal(b, &m.Provenance); err != nil {
+			return PostOut{}, err
+		}
+	}
+	out := PostOut{Message: s.messageOut(&m), Thread: s.threadOut(&h.thread)}
+	if verifyCache {
+		if err := s.checkPosted(out, seq, mid, tid); err != nil {
+			return PostOut{}, err
+		}
+	}
+	return out, nil
+}
+
+// checkPosted compares an answer built from the op's records with one read
+// back from the store, as it was built before, in test binaries: the thread
+// only while nothing was committed after the post.
+func (s *Service) checkPosted(out PostOut, seq uint64, mid, tid rid) error {
+	before := s.st.Sequence()
+	back, err := s.postOut(mid, tid)
+	if err != nil {
+		return err
+	}
+	if before != seq || s.st.Sequence() != seq || back.Thread.LastMessage == nil ||
+		back.Thread.LastMessage.ID != out.Thread.LastMessage.ID || !back.Thread.UpdatedAt.Equal(out.Thread.UpdatedAt) {
+		back.Thread = out.Thread // something was committed since: the thread may have moved on
+	}
+	got, _ := json.Marshal(out)
+	want, _ := json.Marshal(back)
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("parley: the answer of a post differs from its records read back:\n%s\n%s", got, want)
+	}
+	return nil
 }
 
 // replyWait is how long a post into another realm's thread waits for that
@@ -246,17 +295,11 @@ func (s *Service) postOut(mid, tid rid) (PostOut, error) {
 const maxExtensions = 16
 
 // rememberExtension keeps the extensions a line used, newest first.
-func rememberExtension(tx *store.Tx, identity, ext string) error {
+func (s *Service) rememberExtension(tx *store.Tx, identity, ext string) error {
 	k := key(pfxExt, []byte(identity))
 	var list []string
-	b, err := tx.Get(k)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.recs.exts.get(tx, k, &list); err != nil {
 		return err
-	}
-	if err == nil {
-		if err := json.Unmarshal(b, &list); err != nil {
-			return err
-		}
 	}
 	if len(list) > 0 && list[0] == ext {
 		return nil
@@ -267,7 +310,7 @@ func rememberExtension(tx *store.Tx, identity, ext string) error {
 			out = append(out, e)
 		}
 	}
-	return putJSON(tx, k, out)
+	return s.recs.exts.set(tx, k, &out)
 }
 
 // Extensions returns the extensions an identity used, newest first.

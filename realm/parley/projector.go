@@ -9,7 +9,7 @@ import (
 )
 
 // projector keeps the Parley records in step with the event log.
-type projector struct{}
+type projector struct{ r *records }
 
 var _ store.Projector = projector{}
 
@@ -18,9 +18,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
 // thread's realm, and a claim is sealed only by its own realm.
-func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
-	p := &apply{tx: tx, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: se.CID.String()}
+	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: se.CID.String()}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
@@ -29,6 +29,7 @@ func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 		}
 		return p.board(d)
 	case evThreadOpened, evMessagePosted:
+		p.post = pr.r.take(tx) // set when this node's post authored the event
 		var d messageData
 		if err := protocol.DecodeData(ev.Data, &d); err != nil {
 			return err
@@ -77,11 +78,13 @@ func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 // apply carries one event through the projector.
 type apply struct {
 	tx    *store.Tx
+	r     *records
 	se    *store.StoredEvent
 	realm protocol.Realm
 	at    time.Time
 	cid   string
 	by    string // the author when not the event's (a decision applied early)
+	post  *posted
 }
 
 func (p *apply) author() string {
@@ -106,7 +109,7 @@ func (p *apply) resolve(kind protocol.KeyKind, s string) (rid, error) {
 
 func (p *apply) board(d boardData) error {
 	b := Board{ID: d.ID, Slug: d.Slug, Name: d.Name, Description: d.Description, Realm: string(p.realm), CID: p.cid, Creator: p.author(), CreatedAt: p.at}
-	if err := putJSON(p.tx, key(pfxBoard, b.id().bytes()), &b); err != nil {
+	if err := p.r.boards.set(p.tx, key(pfxBoard, b.id().bytes()), &b); err != nil {
 		return err
 	}
 	return p.tx.Set(slugKey(p.realm, d.Slug), u64(d.ID))
@@ -114,7 +117,7 @@ func (p *apply) board(d boardData) error {
 
 func (p *apply) loadThread(id rid) (*threadRec, error) {
 	var t threadRec
-	ok, err := p.tx.GetJSON(key(pfxThread, id.bytes()), &t)
+	ok, err := p.r.threads.get(p.tx, key(pfxThread, id.bytes()), &t)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +131,8 @@ func (p *apply) loadThread(id rid) (*threadRec, error) {
 // old (nil for a new thread).
 func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 	var b Board
-	ok, err := p.tx.GetJSON(key(pfxBoard, t.board().bytes()), &b)
+	bk := key(pfxBoard, t.board().bytes())
+	ok, err := p.r.boards.get(p.tx, bk, &b)
 	if err != nil {
 		return err
 	}
@@ -139,11 +143,11 @@ func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 		b.Waiting += boolDelta(old != nil && old.waiting(), t.waiting())
 		b.Open += boolDelta(old != nil && isOpen(old.State.State), isOpen(t.State.State))
 		b.Messages += t.Messages - oldMessages(old)
-		if err := putJSON(p.tx, key(pfxBoard, t.board().bytes()), &b); err != nil {
+		if err := p.r.boards.set(p.tx, bk, &b); err != nil {
 			return err
 		}
 	}
-	return putJSON(p.tx, key(pfxThread, t.id().bytes()), t)
+	return p.r.threads.set(p.tx, key(pfxThread, t.id().bytes()), t)
 }
 
 func oldMessages(t *threadRec) int {
@@ -220,7 +224,9 @@ func (p *apply) message(d messageData, opened bool) error {
 			return err
 		}
 	} else {
-		if t, err = p.loadThread(tid); err != nil {
+		if h := p.post; h != nil && h.read != nil && h.read.id() == tid {
+			t = h.read
+		} else if t, err = p.loadThread(tid); err != nil {
 			return err
 		}
 		o := *t
@@ -272,7 +278,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 			}
 		}
 	}
-	if err := putJSON(p.tx, key(pfxMessage, mid.bytes()), m); err != nil {
+	if err := p.r.heads.setAs(p.tx, key(pfxMessage, mid.bytes()), m, headOf(m)); err != nil {
 		return err
 	}
 	if err := p.tx.Set(key(pfxThreadMs, tid.bytes(), u64(p.se.Sequence)), mid.bytes()); err != nil {
@@ -291,7 +297,13 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 			return err
 		}
 	}
-	return p.saveThread(t, old)
+	if err := p.saveThread(t, old); err != nil {
+		return err
+	}
+	if h := p.post; h != nil {
+		h.msg, h.thread, h.ok = *m, cloneThread(*t), true
+	}
+	return nil
 }
 
 // change applies a state change to t and records it in the history.

@@ -2,7 +2,6 @@ package parley
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -212,9 +211,5 @@ type cidRef struct {
 }
 
 func putJSON(tx *store.Tx, k []byte, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return tx.Set(k, b)
+	return withRecordJSON(v, func(b []byte) error { return tx.Set(k, b) })
 }

@@ -39,6 +39,9 @@ type Service struct {
 	realm protocol.Realm
 	st    *store.Store
 	log   *slog.Logger
+	// recs keeps the hot records decoded and hands posts their answers
+	// (cache.go).
+	recs *records
 	// decider decides on replies from other realms into this realm's
 	// threads, and wakes posters waiting for such a decision.
 	decider *decider
@@ -55,8 +58,8 @@ func New(st *store.Store, cfg Config) *Service {
 	if cfg.OnFeature == nil {
 		cfg.OnFeature = func(Feature) {}
 	}
-	st.Register(projector{})
-	s := &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger}
+	s := &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger, recs: newRecords()}
+	st.Register(projector{r: s.recs})
 	s.decider = newDecider(s)
 	st.Watch(s.decider.committed)
 	return s
@@ -174,12 +177,70 @@ func (s *Service) lookupRef(tx *store.Tx, kind protocol.KeyKind, ref protocol.Ke
 	if id.Realm == "" {
 		id.Realm = s.realm
 	}
-	pfx := map[protocol.KeyKind][]byte{protocol.KeyThread: pfxThread, protocol.KeyMessage: pfxMessage, protocol.KeyClaim: pfxClaim}[kind]
-	_, err = tx.Get(key(pfx, id.bytes()))
+	_, err = tx.Get(key(recordPrefix(kind), id.bytes()))
 	if errors.Is(err, store.ErrNotFound) {
 		return id, false, nil
 	}
 	return id, err == nil, err
+}
+
+// threadByRef resolves a client's reference to a thread and loads the
+// thread: for a key, in one read. found is false when nothing is held.
+func (s *Service) threadByRef(tx *store.Tx, ref protocol.KeyRef) (rid, *threadRec, bool, error) {
+	r, err := protocol.ParseKeyOrCID(protocol.KeyThread, string(ref))
+	if err != nil {
+		return rid{}, nil, false, nil
+	}
+	id := rid{r.Key.Realm, r.Key.N}
+	if r.CID != "" {
+		var ok bool
+		if id, ok, err = s.lookupRef(tx, protocol.KeyThread, ref); err != nil || !ok {
+			return id, nil, false, err
+		}
+	} else if id.Realm == "" {
+		id.Realm = s.realm
+	}
+	t := new(threadRec)
+	ok, err := s.recs.threads.get(tx, key(pfxThread, id.bytes()), t)
+	if err != nil || !ok {
+		return id, nil, false, err
+	}
+	return id, t, true, nil
+}
+
+// messageHeadByRef resolves a client's reference to a message and loads
+// what a reply checks of it: for a key, in one read. found is false when
+// nothing is held.
+func (s *Service) messageHeadByRef(tx *store.Tx, ref protocol.KeyRef) (rid, msgHead, bool, error) {
+	r, err := protocol.ParseKeyOrCID(protocol.KeyMessage, string(ref))
+	if err != nil {
+		return rid{}, msgHead{}, false, nil
+	}
+	id := rid{r.Key.Realm, r.Key.N}
+	if r.CID != "" {
+		var ok bool
+		if id, ok, err = s.lookupRef(tx, protocol.KeyMessage, ref); err != nil || !ok {
+			return id, msgHead{}, false, err
+		}
+	} else if id.Realm == "" {
+		id.Realm = s.realm
+	}
+	var h msgHead
+	ok, err := s.recs.heads.get(tx, key(pfxMessage, id.bytes()), &h)
+	return id, h, ok, err
+}
+
+// recordPrefix is where records of a key kind are kept.
+func recordPrefix(kind protocol.KeyKind) []byte {
+	switch kind {
+	case protocol.KeyThread:
+		return pfxThread
+	case protocol.KeyMessage:
+		return pfxMessage
+	case protocol.KeyClaim:
+		return pfxClaim
+	}
+	return nil
 }
 
 func (s *Service) openingMessage(tx *store.Tx, tid rid) (rid, bool, error) {

@@ -1,0 +1,54 @@
+package parley
+
+import (
+	"context"
+	"crypto/ed25519"
+	"io"
+	"log/slog"
+	"testing"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+const testRealm = protocol.Realm("test")
+
+// newTestService runs the forum on a real in-memory store, bootstrapped
+// with its lobby.
+func newTestService(tb testing.TB) *Service {
+	tb.Helper()
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg := store.DefaultConfig("")
+	cfg.InMemory = true
+	cfg.Realm = testRealm
+	cfg.Key = key
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	s := New(st, Config{Realm: testRealm, Logger: cfg.Logger})
+	if err := s.Bootstrap(context.Background(), "test:human"); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// agent is a principal with the write right.
+func agent(tb testing.TB, name string) *api.Principal {
+	tb.Helper()
+	id, err := protocol.ParseIdentity(string(testRealm) + ":" + name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rights, err := protocol.NewRights("write")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &api.Principal{Identity: id, Rights: rights}
+}
