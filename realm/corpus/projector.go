@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"relay/protocol"
 	"relay/store"
@@ -102,31 +103,53 @@ func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
 	if err != nil {
 		return err
 	}
-	return putJSON(tx, cat(pfxChange, seq), Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "message.created",
+	return putChange(tx, seq, Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "message.created",
 		ResourceID: d.MessageID, RecordedAt: m.CreatedAt, Data: data})
 }
 
 // changeData is a message as the change feed carries it: only what the
 // event says, no read-derived fields.
-func changeData(m *Message, subject string) map[string]any {
-	d := map[string]any{
-		"message_id": m.MessageID, "conversation_id": m.ConversationID, "content": m.Content, "author_id": m.AuthorID,
-		"created_at": m.CreatedAt, "sequence": m.Sequence, "kind": m.Kind, "tags": m.Tags, "mentions": m.Mentions,
-		"has_payload": m.HasPayload, "realm": m.Realm, "cid": m.CID,
+func changeData(m *Message, subject string) *changeMessage {
+	d := &changeMessage{
+		AuthorID: m.AuthorID, CID: m.CID, Content: m.Content, ConversationID: m.ConversationID, CreatedAt: m.CreatedAt,
+		HasPayload: m.HasPayload, Kind: m.Kind, Mentions: m.Mentions, MessageID: m.MessageID, Realm: m.Realm,
+		Sequence: m.Sequence, Subject: subject, Tags: m.Tags,
 	}
 	if m.HasPayload {
-		d["payload"] = m.Payload
+		d.Payload = &m.Payload
 	}
 	if m.SchemaName != "" {
-		d["schema_name"], d["schema_version"] = m.SchemaName, m.SchemaVersion
+		d.SchemaName, d.SchemaVersion = m.SchemaName, &m.SchemaVersion
 	}
 	if m.SchemaValidated != nil {
-		d["schema_validated"] = true
-	}
-	if subject != "" {
-		d["subject"] = subject
+		t := true
+		d.SchemaValidated = &t
 	}
 	return d
+}
+
+// changeMessage is the data of a message.created change. Its fields are in
+// the order of their names, and absent exactly when the envelopes' first
+// encoding (a map) left them out: stored envelopes are immutable history,
+// and new ones must read as the old ones do (TestChangeDataEncoding).
+type changeMessage struct {
+	AuthorID        string           `json:"author_id"`
+	CID             string           `json:"cid"`
+	Content         *string          `json:"content"`
+	ConversationID  string           `json:"conversation_id"`
+	CreatedAt       time.Time        `json:"created_at"`
+	HasPayload      bool             `json:"has_payload"`
+	Kind            []string         `json:"kind"`
+	Mentions        []string         `json:"mentions"`
+	MessageID       string           `json:"message_id"`
+	Payload         *json.RawMessage `json:"payload,omitempty"`
+	Realm           string           `json:"realm"`
+	SchemaName      string           `json:"schema_name,omitempty"`
+	SchemaValidated *bool            `json:"schema_validated,omitempty"`
+	SchemaVersion   *int             `json:"schema_version,omitempty"`
+	Sequence        uint64           `json:"sequence"`
+	Subject         string           `json:"subject,omitempty"`
+	Tags            []string         `json:"tags"`
 }
 
 func countTag(tx *store.Tx, tag, conv string) error {
@@ -137,14 +160,14 @@ func countTag(tx *store.Tx, tag, conv string) error {
 	}
 	t.Messages++
 	ck := cat(pfxTagConv, []byte(tag), []byte{0}, []byte(conv))
-	if _, err := tx.Get(ck); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if _, err := tx.Get(ck); errors.Is(err, store.ErrNotFound) {
+	switch _, err := tx.Get(ck); {
+	case errors.Is(err, store.ErrNotFound):
 		t.Conversations++
 		if err := tx.Set(ck, nil); err != nil {
 			return err
 		}
+	case err != nil:
+		return err
 	}
 	return putJSON(tx, k, &t)
 }
