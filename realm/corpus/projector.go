@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,20 +11,50 @@ import (
 	"relay/store"
 )
 
-type projector struct{}
+// projector keeps the corpus's projections. It runs on the store's
+// committer, which runs every write of the node one at a time: what Apply
+// spends, every write waits for.
+type projector struct {
+	// known is what the write being run knows of the message it is about to
+	// store: write sets it in its Submit fn, and Apply of the same op takes
+	// it, so that it does not read again what the write has just read. Only
+	// the committer goroutine touches it.
+	known *knownMessage
+}
 
-var _ store.Projector = projector{}
+// knownMessage is a write's event data and the conversation it appends
+// to, as the write read it; conv is nil for a new conversation.
+type knownMessage struct {
+	data []byte
+	conv *Conversation
+}
 
-func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
+var _ store.Projector = (*projector)(nil)
 
-func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
+
+// take returns what the write knows of se and forgets it: nil unless se
+// carries the write's data (byte for byte: a fresh message_id is in it).
+// An op that failed before its event left known behind; the next event
+// clears it.
+func (p *projector) take(se *store.StoredEvent) *knownMessage {
+	k := p.known
+	p.known = nil
+	if k == nil || !bytes.Equal(k.data, se.Event.Data) {
+		return nil
+	}
+	return k
+}
+
+func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+	known := p.take(se)
 	switch se.Event.Type {
 	case evMessageCreated:
 		var d messageData
 		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 			return err
 		}
-		return applyMessage(tx, se, d)
+		return applyMessage(tx, se, d, known)
 	case evRelationshipAsserted:
 		return applyAssertion(tx, se)
 	case evRelationshipRetracted:
@@ -57,13 +88,22 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
+// applyMessage projects a created message; known, when not nil, is the
+// conversation as the write that made the event read it in the same op.
+func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData, known *knownMessage) error {
 	m := messageOf(se, d)
 	seq := u64(se.Sequence)
 	var c Conversation
-	ok, err := tx.GetJSON(cat(pfxConv, []byte(d.ConversationID)), &c)
-	if err != nil {
-		return err
+	var ok bool
+	if known != nil {
+		if ok = known.conv != nil; ok {
+			c = *known.conv
+		}
+	} else {
+		var err error
+		if ok, err = tx.GetJSON(cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+			return err
+		}
 	}
 	created := !ok
 	if created {

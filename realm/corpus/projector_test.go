@@ -1,10 +1,14 @@
 package corpus
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"relay/store"
 )
 
 // changeDataMap is the change data as the projector first encoded it, a
@@ -141,4 +145,73 @@ func FuzzUnescapeHTML(f *testing.F) {
 			t.Fatalf("unescapeHTML(%q) = %q, want %q", b, got, want)
 		}
 	})
+}
+
+// projections is every corpus projection key and value.
+func projections(t *testing.T, st *store.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := st.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxAll, false, func(k, v []byte) error {
+			out[string(k)] = string(v)
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestProjectionsRebuildTheSame: what the projector stores while the writes
+// run (taking what each write already read) is what a Rebuild derives from
+// the log alone, with refused and replayed writes among them.
+func TestProjectionsRebuildTheSame(t *testing.T) {
+	f := openSearchFixture(t, "")
+	p, q := f.agent(), f.agent()
+	var convs []string
+	for i := range 40 {
+		in := writeIn{Content: text(fmt.Sprint("message <", i, "> & more")), Kind: &[]string{Kinds[i%len(Kinds)].Kind}}
+		if i%3 == 0 {
+			in.Tags = []string{fmt.Sprint("t", i%4), "all"}
+		}
+		if i%5 == 0 {
+			in.Payload = json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
+		}
+		who := p
+		if i%2 == 1 {
+			who = q
+		}
+		if i%7 == 0 {
+			in.Subject = fmt.Sprint("subject ", i)
+			convs = append(convs, f.post(who, in).ConversationID)
+			continue
+		}
+		in.ConversationID = convs[i%len(convs)]
+		f.post(who, in)
+		if i%11 == 0 { // a refused write, then a replayed one
+			bad := writeIn{ConversationID: "no-such-conversation", Content: text("x"), OperationToken: fmt.Sprint("bad-", i)}
+			if _, err := f.s.write(context.Background(), who, &bad, false); err == nil {
+				t.Fatal("append to a missing conversation accepted")
+			}
+			again := in
+			again.OperationToken = fmt.Sprint("op-", f.ops)
+			if res, err := f.s.write(context.Background(), who, &again, false); err != nil || !res.replayed {
+				t.Fatalf("replay: %v %v", err, res.replayed)
+			}
+		}
+	}
+	before := projections(t, f.st)
+	if err := f.st.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	after := projections(t, f.st)
+	if len(before) != len(after) {
+		t.Fatalf("%d projection keys, %d after a rebuild", len(before), len(after))
+	}
+	for k, v := range before {
+		if after[k] != v {
+			t.Fatalf("%q:\nwritten %s\nrebuilt %s", k, v, after[k])
+		}
+	}
 }

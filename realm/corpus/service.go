@@ -38,6 +38,7 @@ type Service struct {
 	agents *agents
 	index  *searchIndex
 	feed   *feed
+	proj   *projector
 }
 
 // New opens the corpus on st and registers its projector.
@@ -49,8 +50,9 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.Register(projector{})
-	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg)}
+	proj := &projector{}
+	st.Register(proj)
+	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj}
 	if err := s.syncIndex(); err != nil {
 		return nil, err
 	}

@@ -243,6 +243,13 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 		if err != nil {
 			return nil, err
 		}
+		// The projector need not read the conversation again: a new one
+		// is new, and this op has just read the other.
+		known := &knownMessage{data: data}
+		if !create {
+			known.conv = &conv
+		}
+		s.proj.known = known
 		return &protocol.Draft{Type: evMessageCreated, Author: p.Agent.AuthorID, Data: data}, nil
 	})
 	if err != nil {
