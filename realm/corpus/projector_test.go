@@ -78,6 +78,7 @@ var changeDataMessages = func() []Message {
 			SchemaName: "toastmachine.object", SchemaVersion: 1, SchemaValidated: &yes, Realm: "ainotes", CID: "bafy2"},
 		{MessageID: "m3", Content: &empty, Payload: json.RawMessage(`null`), HasPayload: true, SchemaName: "s", Realm: "r"},
 		{MessageID: "m4", Content: &plain, Kind: nil, Tags: nil, Mentions: nil, CreatedAt: time.Date(2026, 11, 29, 0, 0, 0, 0, time.FixedZone("x", 3600))},
+		{MessageID: "m5", Content: &html, Payload: json.RawMessage("[\"\u2028<\u2029>&\", \"\\\\u003c\"]"), HasPayload: true, Kind: []string{"post"}},
 	}
 }()
 

@@ -33,8 +33,9 @@ package corpus
 //   - the mark only moves forward, and only syncIndex (one at a time, under
 //     syncMu) writes the index, so no message is indexed twice or skipped.
 //
-// Results are read from the projection p/co/m/; a message the projection
-// lacks for the moment (a Rebuild in progress) is derived from its event.
+// Results are read from the projection p/co/m/, through a cache of decoded
+// messages (msgcache.go); a message the projection lacks for the moment (a
+// Rebuild in progress) is derived from its event.
 //
 // # Ranking
 //
@@ -57,7 +58,9 @@ package corpus
 // stemming.
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -585,6 +588,33 @@ type searchIn struct {
 type SearchResult struct {
 	Message Message `json:"message"`
 	Score   float64 `json:"score" jsonschema:"the negated BM25 relevance: smaller is more relevant; results ascend by score, ties by sequence"`
+	// messageJSON is Message as JSON (cachedMessage), when known.
+	messageJSON []byte
+}
+
+// MarshalJSON writes the message's JSON as the cache holds it rather than
+// encoding the message again: the same bytes, since the encoder compacts
+// what MarshalJSON returns with its own HTML escaping, and JSON encoded
+// without HTML escapes is unchanged by compacting without them.
+func (r SearchResult) MarshalJSON() ([]byte, error) {
+	if r.messageJSON == nil {
+		type plain SearchResult // without the method
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false) // the caller's encoder escapes, or not
+		if err := enc.Encode(plain(r)); err != nil {
+			return nil, err
+		}
+		return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	}
+	score, err := json.Marshal(r.Score)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(r.messageJSON)+len(score)+22)
+	b = append(append(b, `{"message":`...), r.messageJSON...)
+	b = append(append(b, `,"score":`...), score...)
+	return append(b, '}'), nil
 }
 
 // SearchOut is a page of search results.
@@ -642,23 +672,13 @@ func (s *Service) search(ctx context.Context, c *api.Call, in searchIn) (SearchO
 	} else {
 		hits = nil
 	}
-	if err := s.st.View(func(tx *store.Tx) error {
-		for _, h := range hits {
-			var m Message
-			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &m)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if m, err = s.messageAt(h.seq); err != nil {
-					return err
-				}
-			}
-			out.Results = append(out.Results, SearchResult{Message: m, Score: -h.score})
-		}
-		return nil
-	}); err != nil {
+	ms, err := s.resultMessages(hits)
+	if err != nil {
 		return SearchOut{}, err
+	}
+	out.Results = make([]SearchResult, len(hits))
+	for i, h := range hits {
+		out.Results[i] = SearchResult{Message: ms[i].m, Score: -h.score, messageJSON: ms[i].json}
 	}
 	if n := len(out.Results); n > 0 {
 		last := out.Results[n-1].Message.Sequence
@@ -671,6 +691,47 @@ func (s *Service) search(ctx context.Context, c *api.Call, in searchIn) (SearchO
 		out.NextOffset, out.Next, out.page.link = &next, &link, link
 	}
 	return out, nil
+}
+
+// resultMessages reads the messages of hits: those the cache holds, then
+// the others in one View, which the cache keeps for later searches.
+func (s *Service) resultMessages(hits []hit) ([]*cachedMessage, error) {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.id
+	}
+	ms := make([]*cachedMessage, len(hits))
+	if s.msgs.getMany(ids, ms) == len(hits) {
+		return ms, nil
+	}
+	var read []*cachedMessage
+	err := s.st.View(func(tx *store.Tx) error {
+		for i, h := range hits {
+			if ms[i] != nil {
+				continue
+			}
+			var m Message
+			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &m)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if m, err = s.messageAt(h.seq); err != nil {
+					return err
+				}
+			}
+			if ms[i], err = newCachedMessage(&m); err != nil {
+				return err
+			}
+			read = append(read, ms[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.msgs.addMany(read)
+	return ms, nil
 }
 
 // messageAt derives the message of the event at sequence seq, for a result

@@ -28,6 +28,9 @@ type Config struct {
 	StreamHeartbeat time.Duration
 	// MaxStreams bounds the streams open at once; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// MessageCacheBytes bounds the decoded messages search keeps; 0 means
+	// DefaultMessageCacheBytes, negative none.
+	MessageCacheBytes int
 }
 
 // Service is the corpus of one realm.
@@ -39,6 +42,7 @@ type Service struct {
 	index  *searchIndex
 	feed   *feed
 	proj   *projector
+	msgs   *msgCache
 }
 
 // New opens the corpus on st and registers its projector.
@@ -52,7 +56,8 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	}
 	proj := &projector{}
 	st.Register(proj)
-	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj}
+	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj,
+		msgs: newMsgCache(cfg.MessageCacheBytes)}
 	if err := s.syncIndex(); err != nil {
 		return nil, err
 	}
