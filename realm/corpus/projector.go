@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"relay/protocol"
@@ -20,7 +21,21 @@ type projector struct {
 	// it, so that it does not read again what the write has just read. Only
 	// the committer goroutine touches it.
 	known *knownMessage
+	// authors holds the author records Apply last wrote, decoded, by key.
+	// An entry is used only when the record read is byte for byte the one
+	// it holds, so an op that failed after writing it, or a Rebuild, cannot
+	// make it wrong; it spares the decode, not the read. Committer only.
+	authors map[string]*authorMemo
 }
+
+// authorMemo is an author record's stored bytes and its decoding.
+type authorMemo struct {
+	raw []byte
+	rec authorRec
+}
+
+// maxAuthorMemos bounds projector.authors; past it the map starts afresh.
+const maxAuthorMemos = 4096
 
 // knownMessage is a write's event data and the conversation it appends
 // to, as the write read it; conv is nil for a new conversation.
@@ -54,7 +69,7 @@ func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 			return err
 		}
-		return applyMessage(tx, se, d, known)
+		return p.applyMessage(tx, se, d, known)
 	case evRelationshipAsserted:
 		return applyAssertion(tx, se)
 	case evRelationshipRetracted:
@@ -90,7 +105,7 @@ func nonNil(s []string) []string {
 
 // applyMessage projects a created message; known, when not nil, is the
 // conversation as the write that made the event read it in the same op.
-func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData, known *knownMessage) error {
+func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData, known *knownMessage) error {
 	m := messageOf(se, d)
 	seq := u64(se.Sequence)
 	var c Conversation
@@ -136,7 +151,7 @@ func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData, known *kno
 			return err
 		}
 	}
-	if err := countAuthor(tx, &m, created); err != nil {
+	if err := p.countAuthor(tx, &m, created); err != nil {
 		return err
 	}
 	data, err := marshal(changeData(&m, d.Subject))
@@ -212,11 +227,20 @@ func countTag(tx *store.Tx, tag, conv string) error {
 	return putJSON(tx, k, &t)
 }
 
-func countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
+func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	if _, err := tx.GetJSON(k, &a); err != nil {
+	switch raw, err := tx.Get(k); {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
 		return err
+	default:
+		if memo := p.authors[string(k)]; memo != nil && bytes.Equal(memo.raw, raw) {
+			a = memo.rec
+			a.Kinds = maps.Clone(memo.rec.Kinds)
+		} else if err := json.Unmarshal(raw, &a); err != nil {
+			return err
+		}
 	}
 	if a.Messages == 0 {
 		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
@@ -231,5 +255,16 @@ func countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
-	return putJSON(tx, k, &a)
+	raw, err := marshal(&a)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(k, raw); err != nil {
+		return err
+	}
+	if p.authors == nil || len(p.authors) >= maxAuthorMemos {
+		p.authors = map[string]*authorMemo{}
+	}
+	p.authors[string(k)] = &authorMemo{raw: raw, rec: a}
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"relay/realm/api"
 	"relay/store"
 )
 
@@ -164,14 +165,40 @@ func projections(t *testing.T, st *store.Store) map[string]string {
 	return out
 }
 
+// failAfter is a projector registered after the corpus's that refuses
+// events whose data holds its marker: the op fails after the corpus's
+// projector has run, and every write of it is dropped.
+type failAfter struct{}
+
+const failMarker = "refused after the corpus projector"
+
+func (failAfter) Prefixes() [][]byte { return [][]byte{[]byte("p/test-fail/")} }
+
+func (failAfter) Apply(_ *store.Tx, se *store.StoredEvent) error {
+	if strings.Contains(string(se.Event.Data), failMarker) {
+		return fmt.Errorf("test: %s", failMarker)
+	}
+	return nil
+}
+
 // TestProjectionsRebuildTheSame: what the projector stores while the writes
-// run (taking what each write already read) is what a Rebuild derives from
-// the log alone, with refused and replayed writes among them.
+// run (taking what each write already read, and its own memos) is what a
+// Rebuild derives from the log alone, with refused and replayed writes
+// among them, and writes refused after the projector ran.
 func TestProjectionsRebuildTheSame(t *testing.T) {
 	f := openSearchFixture(t, "")
+	f.st.Register(failAfter{})
 	p, q := f.agent(), f.agent()
 	var convs []string
 	for i := range 40 {
+		if i%6 == 5 && len(convs) > 0 {
+			for _, who := range []*api.Principal{p, q} {
+				bad := writeIn{ConversationID: convs[0], Content: text(failMarker), Kind: &[]string{"claim"}, OperationToken: fmt.Sprint("fail-", i)}
+				if _, err := f.s.write(context.Background(), who, &bad, false); err == nil || !strings.Contains(err.Error(), failMarker) {
+					t.Fatalf("write %d: %v, want the later projector's refusal", i, err)
+				}
+			}
+		}
 		in := writeIn{Content: text(fmt.Sprint("message <", i, "> & more")), Kind: &[]string{Kinds[i%len(Kinds)].Kind}}
 		if i%3 == 0 {
 			in.Tags = []string{fmt.Sprint("t", i%4), "all"}
