@@ -16,17 +16,21 @@ package corpus
 // # How the index follows the store
 //
 // The index is in memory and follows the event log, not the projections:
-// syncIndex reads the events after the index's mark (Store.Since) up to the
-// committed sequence (Store.Sequence) and indexes every
-// corpus.message.created among them. So:
+// syncIndex takes the events after the index's mark up to the committed
+// sequence (Store.Sequence) and indexes every corpus.message.created among
+// them. It takes them from the tail (indextail.go), the committed batches
+// the store reported through Watch, already decoded, or, when the tail does
+// not cover them, reads them from the log (Store.Since). So:
 //
 //   - it holds exactly the committed messages: Sequence advances only after a
 //     commit, and an op that failed left no event; a projector's Apply may
 //     still fail after it ran, which is why the index is never touched there;
 //   - every path that stores a message is covered, local writes, events
-//     ingested from peers, whatever comes later, with no hook in it: write
-//     syncs right after its commit so its caller's next search sees the
-//     message, and every search syncs first (usually one atomic load);
+//     ingested from peers, whatever comes later, with no hook in it: each
+//     committed batch starts a sync in the background (indexAhead), so
+//     writers do not wait for the index, and every search syncs first
+//     (usually one atomic load), so a writer's next search finds its
+//     message;
 //   - a Rebuild does not disturb it (the log is never rewritten, and readers
 //     see projections part-way rebuilt meanwhile), and a restart rebuilds it
 //     from the log in New;
@@ -519,6 +523,10 @@ func (s *Service) syncIndex() error {
 		if x.upTo >= target {
 			return nil
 		}
+		if evs, mark, ok := s.tail.take(x.upTo, target); ok {
+			x.add(s.indexables(evs), mark)
+			continue
+		}
 		evs, err := s.st.Since(x.upTo, syncChunk)
 		if err != nil {
 			return err
@@ -527,26 +535,25 @@ func (s *Service) syncIndex() error {
 		if len(evs) == syncChunk && evs[len(evs)-1].Sequence < target {
 			mark = evs[len(evs)-1].Sequence // more to read
 		}
-		var ms []indexable
-		for _, se := range evs {
+		for i, se := range evs {
 			if se.Sequence > mark {
+				evs = evs[:i]
 				break
 			}
-			if m, ok := s.indexableOf(se); ok {
-				ms = append(ms, m)
-			}
 		}
-		x.add(ms, mark)
+		x.add(s.indexables(evs), mark)
 	}
 }
 
-// indexWritten syncs the index after a write committed, so the writer's
-// next search finds the message; a failure is only logged, since the write
-// stands and the next search syncs again.
-func (s *Service) indexWritten() {
-	if err := s.syncIndex(); err != nil {
-		s.log.Warn("corpus search: index sync after a write", "err", err)
+// indexables is the messages among evs, as the index takes them.
+func (s *Service) indexables(evs []*store.StoredEvent) []indexable {
+	var ms []indexable
+	for _, se := range evs {
+		if m, ok := s.indexableOf(se); ok {
+			ms = append(ms, m)
+		}
 	}
+	return ms
 }
 
 func (s *Service) indexableOf(se *store.StoredEvent) (indexable, bool) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -43,6 +44,9 @@ type Service struct {
 	feed   *feed
 	proj   *projector
 	msgs   *msgCache
+	// tail and indexing: how the search index follows commits (indextail.go).
+	tail     indexTail
+	indexing atomic.Bool
 }
 
 // New opens the corpus on st and registers its projector.
@@ -58,6 +62,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	st.Register(proj)
 	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj,
 		msgs: newMsgCache(cfg.MessageCacheBytes)}
+	st.Watch(s.committed) // before the first sync, so that no commit falls between
 	if err := s.syncIndex(); err != nil {
 		return nil, err
 	}

@@ -255,7 +255,6 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err != nil {
 		return WriteResult{}, err
 	}
-	s.indexWritten()
 	if se == nil { // a retry: answer what the first answer said
 		res, err := s.result(id)
 		res.replayed = true
