@@ -21,21 +21,66 @@ type projector struct {
 	// it, so that it does not read again what the write has just read. Only
 	// the committer goroutine touches it.
 	known *knownMessage
-	// authors holds the author records Apply last wrote, decoded, by key.
-	// An entry is used only when the record read is byte for byte the one
-	// it holds, so an op that failed after writing it, or a Rebuild, cannot
-	// make it wrong; it spares the decode, not the read. Committer only.
-	authors map[string]*authorMemo
+	// authors and convs hold the author and conversation records Apply
+	// last wrote, decoded (recordMemo). Committer only.
+	authors recordMemo[authorRec]
+	convs   recordMemo[Conversation]
 }
 
-// authorMemo is an author record's stored bytes and its decoding.
-type authorMemo struct {
+// recordMemo holds records the projector wrote, with their bytes, by key.
+// A record is taken from it only when the bytes read under its key are
+// those it holds, so an op that failed after writing it, or a Rebuild,
+// cannot make it wrong: it spares a JSON decode, not the read. A record
+// holding a map or a slice is shared with the memo: clone before changing.
+type recordMemo[T any] struct {
+	m map[string]memoEntry[T]
+}
+
+type memoEntry[T any] struct {
 	raw []byte
-	rec authorRec
+	rec T
 }
 
-// maxAuthorMemos bounds projector.authors; past it the map starts afresh.
-const maxAuthorMemos = 4096
+// maxRecordMemos bounds a recordMemo; past it the map starts afresh.
+const maxRecordMemos = 4096
+
+// decode sets *v to the record raw holds, from the memo when it can.
+func (r *recordMemo[T]) decode(key, raw []byte, v *T) error {
+	if e, ok := r.m[string(key)]; ok && bytes.Equal(e.raw, raw) {
+		*v = e.rec
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// get reads the record under key into *v; found is false when there is
+// none.
+func (r *recordMemo[T]) get(tx *store.Tx, key []byte, v *T) (found bool, err error) {
+	raw, err := tx.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, r.decode(key, raw, v)
+}
+
+// put stores rec under key and keeps it; rec must not change afterwards.
+func (r *recordMemo[T]) put(tx *store.Tx, key []byte, rec T) error {
+	raw, err := marshal(&rec)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(key, raw); err != nil {
+		return err
+	}
+	if r.m == nil || len(r.m) >= maxRecordMemos {
+		r.m = map[string]memoEntry[T]{}
+	}
+	r.m[string(key)] = memoEntry[T]{raw: raw, rec: rec}
+	return nil
+}
 
 // knownMessage is a write's event data and the conversation it appends
 // to, as the write read it; conv is nil for a new conversation.
@@ -116,7 +161,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	} else {
 		var err error
-		if ok, err = tx.GetJSON(cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+		if ok, err = p.convs.get(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
 			return err
 		}
 	}
@@ -134,7 +179,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	c.MessageCount++
 	c.UpdatedAt = m.CreatedAt
 	c.LastSequence = se.Sequence
-	if err := putJSON(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+	if err := p.convs.put(tx, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
 		return err
 	}
 	if err := putJSON(tx, cat(pfxMessage, []byte(d.MessageID)), &m); err != nil {
@@ -230,17 +275,10 @@ func countTag(tx *store.Tx, tag, conv string) error {
 func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	switch raw, err := tx.Get(k); {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
+	if ok, err := p.authors.get(tx, k, &a); err != nil {
 		return err
-	default:
-		if memo := p.authors[string(k)]; memo != nil && bytes.Equal(memo.raw, raw) {
-			a = memo.rec
-			a.Kinds = maps.Clone(memo.rec.Kinds)
-		} else if err := json.Unmarshal(raw, &a); err != nil {
-			return err
-		}
+	} else if ok {
+		a.Kinds = maps.Clone(a.Kinds) // shared with the memo
 	}
 	if a.Messages == 0 {
 		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
@@ -255,16 +293,5 @@ func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bo
 	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
-	raw, err := marshal(&a)
-	if err != nil {
-		return err
-	}
-	if err := tx.Set(k, raw); err != nil {
-		return err
-	}
-	if p.authors == nil || len(p.authors) >= maxAuthorMemos {
-		p.authors = map[string]*authorMemo{}
-	}
-	p.authors[string(k)] = &authorMemo{raw: raw, rec: a}
-	return nil
+	return p.authors.put(tx, k, a)
 }
