@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"sync"
+
+	"relay/store"
 )
 
 // DefaultMessageCacheBytes is the default bound of the decoded messages
@@ -11,40 +13,55 @@ import (
 const DefaultMessageCacheBytes = 64 << 20
 
 // msgCache keeps decoded messages by id for search, which reads up to 1000
-// of them a query: each is a point read in Badger, a JSON decode and a JSON
-// encode, together most of a query's time. An entry holds both the message
-// and its JSON. A message never changes once stored
-// (a Rebuild derives the same record again), so an entry never goes stale
-// and nothing invalidates it.
+// of them a query: each is a point read in Badger and a JSON decode,
+// together most of a query's time. A message never changes once
+// stored (a Rebuild derives the same record again), so an entry never goes
+// stale and nothing invalidates it.
 //
-// Two generations bound it: hits and new entries go to cur; when cur holds
-// half the bound, it becomes old and the previous old is dropped. A hit in
-// old moves the entry to cur, so what searches keep reading stays. Entries
-// are shared with every reader: read-only.
+// The index fills it as it takes committed messages (derivedMessage: the
+// message as its stored record reads back, from the event already
+// decoded), so that what was written recently, or read from the log at
+// start, is there before a search asks; search adds what it had to read
+// from the store.
+//
+// Past its bound it evicts entries at random (Go's map order): unlike
+// generations, which drop half of what they hold at once, it stays full,
+// and it needs no bookkeeping per hit. Entries are shared with every
+// reader: read-only.
 type msgCache struct {
-	half int // bytes per generation
+	max int // bytes
 
-	mu       sync.Mutex
-	cur, old map[string]*cachedMessage
-	curBytes int
+	mu      sync.Mutex
+	entries map[string]*cachedMessage
+	bytes   int
 }
 
-// cachedMessage is a message and its JSON, as the corpus's JSON encoders
-// (no HTML escapes) write it.
+// cachedMessage is a message as search returns it. Immutable.
+//
+// It holds no JSON of the message: encoding a result again costs less
+// than the cache it would take, which is better spent on more messages.
 type cachedMessage struct {
-	m    Message
-	json []byte
+	m Message
 }
 
-// newCachedMessage encodes m.
-func newCachedMessage(m *Message) (*cachedMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(m); err != nil {
-		return nil, err
+// derivedMessage is the message se creates as the projection's record of
+// it reads back (search's messages are those): messageOf, with the payload
+// as marshal stores it, compacted, HTML-escaped and unescaped again. The
+// other fields decode to what they were: the strings are valid UTF-8 (the
+// event's CBOR is checked for it), the time is UTC milliseconds, and nil
+// and empty lists stay apart. ok is false for a payload that is not JSON,
+// which the projector would have refused.
+func derivedMessage(se *store.StoredEvent, d messageData) (m Message, ok bool) {
+	m = messageOf(se, d)
+	if m.HasPayload {
+		var compact, escaped bytes.Buffer
+		if err := json.Compact(&compact, m.Payload); err != nil {
+			return Message{}, false
+		}
+		json.HTMLEscape(&escaped, compact.Bytes())
+		m.Payload = unescapeHTML(escaped.Bytes())
 	}
-	return &cachedMessage{m: *m, json: bytes.TrimSuffix(buf.Bytes(), []byte{'\n'})}, nil
+	return m, true
 }
 
 // newMsgCache returns a cache of about maxBytes; nil (a cache that holds
@@ -56,13 +73,13 @@ func newMsgCache(maxBytes int) *msgCache {
 	if maxBytes == 0 {
 		maxBytes = DefaultMessageCacheBytes
 	}
-	return &msgCache{half: maxBytes / 2, cur: map[string]*cachedMessage{}, old: map[string]*cachedMessage{}}
+	return &msgCache{max: maxBytes, entries: map[string]*cachedMessage{}}
 }
 
 // size is about what an entry holds in memory.
 func (c *cachedMessage) size() int {
 	m := &c.m
-	n := 256 + len(c.json) + len(m.MessageID) + len(m.ConversationID) + len(m.AuthorID) + len(m.Payload) + len(m.Realm) + len(m.CID) + len(m.SchemaName)
+	n := 256 + len(m.MessageID) + len(m.ConversationID) + len(m.AuthorID) + len(m.Payload) + len(m.Realm) + len(m.CID) + len(m.SchemaName)
 	if m.Content != nil {
 		n += len(*m.Content)
 	}
@@ -83,14 +100,7 @@ func (c *msgCache) getMany(ids []string, out []*cachedMessage) (found int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, id := range ids {
-		m := c.cur[id]
-		if m == nil {
-			if m = c.old[id]; m != nil {
-				delete(c.old, id)
-				c.putLocked(id, m)
-			}
-		}
-		if m != nil {
+		if m := c.entries[id]; m != nil {
 			out[i] = m
 			found++
 		}
@@ -98,7 +108,8 @@ func (c *msgCache) getMany(ids []string, out []*cachedMessage) (found int) {
 	return found
 }
 
-// addMany caches messages read from the store.
+// addMany caches messages read from the store, unless the cache holds
+// them already.
 func (c *msgCache) addMany(ms []*cachedMessage) {
 	if c == nil || len(ms) == 0 {
 		return
@@ -106,20 +117,43 @@ func (c *msgCache) addMany(ms []*cachedMessage) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range ms {
-		if c.cur[m.m.MessageID] == nil {
-			c.putLocked(m.m.MessageID, m)
+		if c.entries[m.m.MessageID] == nil {
+			c.putLocked(m)
 		}
 	}
 }
 
-func (c *msgCache) putLocked(id string, m *cachedMessage) {
+// setMany caches the index's messages, in log order, replacing what the
+// cache holds for their ids (so a message_id stored twice is, as in the
+// projection, the later one).
+func (c *msgCache) setMany(ms []*cachedMessage) {
+	if c == nil || len(ms) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range ms {
+		c.putLocked(m)
+	}
+}
+
+func (c *msgCache) putLocked(m *cachedMessage) {
+	id := m.m.MessageID
+	if prev := c.entries[id]; prev != nil {
+		delete(c.entries, id)
+		c.bytes -= prev.size()
+	}
 	size := m.size()
-	if size > c.half {
-		return // would take a generation to itself
+	if size > c.max/4 {
+		return // would crowd out the rest
 	}
-	if c.curBytes+size > c.half {
-		c.old, c.cur, c.curBytes = c.cur, make(map[string]*cachedMessage, len(c.cur)), 0
+	for c.bytes+size > c.max {
+		for k, e := range c.entries { // a random one
+			delete(c.entries, k)
+			c.bytes -= e.size()
+			break
+		}
 	}
-	c.cur[id] = m
-	c.curBytes += size
+	c.entries[id] = m
+	c.bytes += size
 }

@@ -1,10 +1,10 @@
 package corpus
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -13,50 +13,68 @@ import (
 
 func cachedMessageOf(t *testing.T, id string, contentBytes int) *cachedMessage {
 	c := strings.Repeat("x", contentBytes)
-	m, err := newCachedMessage(&Message{MessageID: id, Content: &c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return &cachedMessage{m: Message{MessageID: id, Content: &c}}
 }
 
-// TestMsgCacheGenerations: the cache stays within its bound, keeps what is
-// read again, and drops what is not.
-func TestMsgCacheGenerations(t *testing.T) {
-	c := newMsgCache(40_000)                       // 20,000 bytes a generation
+// TestMsgCacheBound: the cache stays within its bound and full, replaces
+// entries in place, and keeps nothing too big.
+func TestMsgCacheBound(t *testing.T) {
+	c := newMsgCache(20_000)
 	size := cachedMessageOf(t, "m000", 500).size() // about 1,000
 	var all []*cachedMessage
 	for i := range 100 {
 		all = append(all, cachedMessageOf(t, fmt.Sprintf("m%03d", i), 500))
 	}
-	hot := []string{"m000"}
 	for i, m := range all {
 		c.addMany([]*cachedMessage{m})
+		if c.bytes > c.max {
+			t.Fatalf("after %d adds: %d bytes, over %d", i+1, c.bytes, c.max)
+		}
 		out := make([]*cachedMessage, 1)
-		if c.getMany(hot, out) != 1 || out[0] != all[0] {
-			t.Fatalf("after %d adds the hot message is gone", i+1)
-		}
-		if n := c.curBytes; n > c.half {
-			t.Fatalf("cur holds %d bytes, over %d", n, c.half)
-		}
-		if n := len(c.cur) + len(c.old); n > 2*c.half/size {
-			t.Fatalf("%d entries, over the bound", n)
+		if c.getMany([]string{m.m.MessageID}, out) != 1 || out[0] != m {
+			t.Fatalf("the message just added is not there")
 		}
 	}
-	out := make([]*cachedMessage, 3)
-	ids := []string{"m001", "m099", "m000"}
-	if n := c.getMany(ids, out); n != 2 || out[0] != nil || out[1] != all[99] || out[2] != all[0] {
-		t.Fatalf("found %d: %v", n, out)
+	if n := len(c.entries); n != c.max/size {
+		t.Fatalf("%d entries of %d bytes in %d", n, size, c.max)
 	}
-	// A message bigger than a generation is not kept, and evicts nothing.
-	c.addMany([]*cachedMessage{cachedMessageOf(t, "big", 30_000)})
-	if c.getMany([]string{"big", "m099"}, out[:2]) != 1 || out[1] == nil {
+	sum := 0
+	for _, e := range c.entries {
+		sum += e.size()
+	}
+	if sum != c.bytes {
+		t.Fatalf("counted %d bytes, holds %d", c.bytes, sum)
+	}
+	// Replacing an entry (as the index and search's JSON do) keeps the count.
+	var id string
+	for k := range c.entries {
+		id = k
+		break
+	}
+	before := c.bytes
+	repl := cachedMessageOf(t, id, 500)
+	c.setMany([]*cachedMessage{repl})
+	out := make([]*cachedMessage, 1)
+	if c.bytes != before || c.getMany([]string{id}, out) != 1 || out[0] != repl {
+		t.Fatalf("replacing: %d bytes, was %d", c.bytes, before)
+	}
+	// addMany does not replace.
+	c.addMany([]*cachedMessage{cachedMessageOf(t, id, 500)})
+	if c.getMany([]string{id}, out) != 1 || out[0] != repl {
+		t.Fatal("addMany replaced an entry")
+	}
+	// A message bigger than a quarter of the bound is not kept, and evicts
+	// nothing.
+	n := len(c.entries)
+	c.addMany([]*cachedMessage{cachedMessageOf(t, "big", 6_000)})
+	if c.getMany([]string{"big"}, out) != 0 || len(c.entries) != n {
 		t.Fatal("a message over the bound was kept or evicted others")
 	}
 	// No cache: nothing is kept, nothing found.
 	none := newMsgCache(-1)
 	none.addMany(all)
-	if none.getMany(ids, out) != 0 {
+	none.setMany(all)
+	if none.getMany([]string{"m001"}, out) != 0 {
 		t.Fatal("a disabled cache found messages")
 	}
 }
@@ -114,50 +132,52 @@ func TestSearchCachedResults(t *testing.T) {
 			}
 		}
 	}
-	if len(f.s.msgs.cur)+len(f.s.msgs.old) == 0 {
+	if len(f.s.msgs.entries) == 0 {
 		t.Fatal("the cache holds nothing")
 	}
 }
 
-// TestSearchResultJSON: a result writes the cached JSON of its message,
-// and that is byte for byte what encoding the message writes, with and
-// without HTML escapes, for every kind of field.
-func TestSearchResultJSON(t *testing.T) {
-	type plainResult struct { // SearchResult without its MarshalJSON
-		Message Message `json:"message"`
-		Score   float64 `json:"score"`
+// TestDerivedMessageIsStored: the message the index puts in the cache is
+// exactly what reading the projection's record gives, for the payloads
+// and lists a peer may send too (not JCS, escapes, spaces, empty lists).
+func TestDerivedMessageIsStored(t *testing.T) {
+	f := openSearchFixture(t, "")
+	p := f.agent()
+	f.post(p, writeIn{Content: text("x")})
+	evs, err := f.st.Since(0, 0)
+	if err != nil || len(evs) == 0 {
+		t.Fatal(err)
 	}
-	encode := func(v any, escape bool) string {
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(escape)
-		if err := enc.Encode(v); err != nil {
-			t.Fatal(err)
+	se := evs[len(evs)-1]
+	html := "<b>&amp;</b> \u2028 \\u003c"
+	payloads := []string{`null`, `{"a":1}`, ` { "a" : "\u003c&\u003e" , "b" : [ 1 , 2.50, -0 ] } `, "[\"\u2028<\u2029>&\", \"\\\\u003c\", \"\\u2028\"]", `"\ud83d\ude00"`}
+	var ds []messageData
+	for i, pl := range payloads {
+		ds = append(ds, messageData{MessageID: fmt.Sprint("m", i), ConversationID: "c", Content: &html, Payload: &pl,
+			Kind: []string{"claim"}, Tags: []string{html}, SchemaName: "s", SchemaVersion: 1, SchemaValidated: i%2 == 0})
+	}
+	ds = append(ds, messageData{MessageID: "nil-lists"}, messageData{MessageID: "empty-lists", Kind: []string{}, Tags: []string{}, Mentions: []string{}},
+		messageData{MessageID: "subject", Subject: "s <&>", Content: &html, Kind: []string{"post"}})
+	for _, d := range ds {
+		got, ok := derivedMessage(se, d)
+		if !ok {
+			t.Fatalf("%s: not derived", d.MessageID)
 		}
-		return buf.String()
-	}
-	for i, m := range changeDataMessages {
-		// The message as stored and read back, as search has it.
+		m := messageOf(se, d)
 		stored, err := marshal(&m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var read Message
-		if err := json.Unmarshal(stored, &read); err != nil {
+		var want Message
+		if err := json.Unmarshal(stored, &want); err != nil {
 			t.Fatal(err)
 		}
-		c, err := newCachedMessage(&read)
-		if err != nil {
-			t.Fatal(err)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\nderived %#v\nread    %#v", d.MessageID, got, want)
 		}
-		for _, score := range []float64{-12.5, -1e-7, 0, -3e21} {
-			got := []SearchResult{{Message: read, Score: score, messageJSON: c.json}, {Message: read, Score: score}}
-			want := []plainResult{{read, score}, {read, score}}
-			for _, escape := range []bool{false, true} {
-				if g, w := encode(got, escape), encode(want, escape); g != w {
-					t.Fatalf("message %d, escape %v:\ngot  %s\nwant %s", i, escape, g, w)
-				}
-			}
-		}
+	}
+	bad := "{"
+	if _, ok := derivedMessage(se, messageData{MessageID: "bad", Payload: &bad}); ok {
+		t.Fatal("a payload that is not JSON was derived")
 	}
 }

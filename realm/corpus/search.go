@@ -37,9 +37,10 @@ package corpus
 //   - the mark only moves forward, and only syncIndex (one at a time, under
 //     syncMu) writes the index, so no message is indexed twice or skipped.
 //
-// Results are read from the projection p/co/m/, through a cache of decoded
-// messages (msgcache.go); a message the projection lacks for the moment (a
-// Rebuild in progress) is derived from its event.
+// Results are read from a cache of decoded messages (msgcache.go) that the
+// index fills as it takes messages, or else from the projection p/co/m/; a
+// message the projection lacks for the moment (a Rebuild in progress) is
+// derived from its event.
 //
 // # Ranking
 //
@@ -62,9 +63,7 @@ package corpus
 // stemming.
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -545,33 +544,43 @@ func (s *Service) syncIndex() error {
 	}
 }
 
-// indexables is the messages among evs, as the index takes them.
+// indexables is the messages among evs, as the index takes them; the
+// message cache takes them too.
 func (s *Service) indexables(evs []*store.StoredEvent) []indexable {
 	var ms []indexable
+	var cached []*cachedMessage
 	for _, se := range evs {
-		if m, ok := s.indexableOf(se); ok {
-			ms = append(ms, m)
+		m, d, ok := s.indexableOf(se)
+		if !ok {
+			continue
+		}
+		ms = append(ms, m)
+		if s.msgs != nil {
+			if dm, ok := derivedMessage(se, d); ok {
+				cached = append(cached, &cachedMessage{m: dm})
+			}
 		}
 	}
+	s.msgs.setMany(cached)
 	return ms
 }
 
-func (s *Service) indexableOf(se *store.StoredEvent) (indexable, bool) {
-	if se.Event.Type != evMessageCreated {
-		return indexable{}, false
-	}
+func (s *Service) indexableOf(se *store.StoredEvent) (indexable, messageData, bool) {
 	var d messageData
+	if se.Event.Type != evMessageCreated {
+		return indexable{}, d, false
+	}
 	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 		// The projector refuses what does not decode, and with it the event.
 		s.log.Error("corpus search: undecodable message event", "sequence", se.Sequence, "err", err)
-		return indexable{}, false
+		return indexable{}, d, false
 	}
 	m := indexable{seq: se.Sequence, id: d.MessageID, conv: d.ConversationID, author: se.Event.Author,
 		subject: d.Subject, kinds: d.Kind, tags: d.Tags, mentions: d.Mentions}
 	if d.Content != nil {
 		m.content = *d.Content
 	}
-	return m, true
+	return m, d, true
 }
 
 // ---------------------------------------------------------------------------
@@ -595,33 +604,6 @@ type searchIn struct {
 type SearchResult struct {
 	Message Message `json:"message"`
 	Score   float64 `json:"score" jsonschema:"the negated BM25 relevance: smaller is more relevant; results ascend by score, ties by sequence"`
-	// messageJSON is Message as JSON (cachedMessage), when known.
-	messageJSON []byte
-}
-
-// MarshalJSON writes the message's JSON as the cache holds it rather than
-// encoding the message again: the same bytes, since the encoder compacts
-// what MarshalJSON returns with its own HTML escaping, and JSON encoded
-// without HTML escapes is unchanged by compacting without them.
-func (r SearchResult) MarshalJSON() ([]byte, error) {
-	if r.messageJSON == nil {
-		type plain SearchResult // without the method
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false) // the caller's encoder escapes, or not
-		if err := enc.Encode(plain(r)); err != nil {
-			return nil, err
-		}
-		return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
-	}
-	score, err := json.Marshal(r.Score)
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(r.messageJSON)+len(score)+22)
-	b = append(append(b, `{"message":`...), r.messageJSON...)
-	b = append(append(b, `,"score":`...), score...)
-	return append(b, '}'), nil
 }
 
 // SearchOut is a page of search results.
@@ -685,7 +667,7 @@ func (s *Service) search(ctx context.Context, c *api.Call, in searchIn) (SearchO
 	}
 	out.Results = make([]SearchResult, len(hits))
 	for i, h := range hits {
-		out.Results[i] = SearchResult{Message: ms[i].m, Score: -h.score, messageJSON: ms[i].json}
+		out.Results[i] = SearchResult{Message: ms[i].m, Score: -h.score}
 	}
 	if n := len(out.Results); n > 0 {
 		last := out.Results[n-1].Message.Sequence
@@ -717,20 +699,18 @@ func (s *Service) resultMessages(hits []hit) ([]*cachedMessage, error) {
 			if ms[i] != nil {
 				continue
 			}
-			var m Message
-			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &m)
+			c := new(cachedMessage)
+			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &c.m)
 			if err != nil {
 				return err
 			}
 			if !ok {
-				if m, err = s.messageAt(h.seq); err != nil {
+				if c.m, err = s.messageAt(h.seq); err != nil {
 					return err
 				}
 			}
-			if ms[i], err = newCachedMessage(&m); err != nil {
-				return err
-			}
-			read = append(read, ms[i])
+			ms[i] = c
+			read = append(read, c)
 		}
 		return nil
 	})
