@@ -228,6 +228,12 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err := checkEventSize(p.Agent.AuthorID, s.realm, &prep.data); err != nil {
 		return WriteResult{}, err
 	}
+	// The event's data depends on nothing the store holds: encoded here,
+	// not on the committer.
+	data, err := protocol.EncodeData(prep.data)
+	if err != nil {
+		return WriteResult{}, err
+	}
 	var conv Conversation // the conversation appended to
 	id, se, err := s.idempotentEvent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
@@ -238,10 +244,6 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 			if !ok {
 				return nil, protocol.Refusef(protocol.ReasonNotFound, "No conversation %q; see /conversations.", in.ConversationID)
 			}
-		}
-		data, err := protocol.EncodeData(prep.data)
-		if err != nil {
-			return nil, err
 		}
 		// The projector need not read the conversation again: a new one
 		// is new, and this op has just read the other.
