@@ -19,6 +19,15 @@
 //   - sequence is the node's store sequence of the event: every event the
 //     node stores takes one, so the corpus sees gaps (Parley events), as the
 //     seed allows.
+//   - The projector runs on the store's committer, which runs every write
+//     of the node one at a time. It takes the conversation its write has
+//     just read (projector.known) and keeps the author and conversation
+//     records it wrote last, decoded (recordMemo), trusting one only when
+//     the bytes read are the bytes it holds; both are touched by the
+//     committer goroutine only.
+//   - Search follows commits (Store.Watch) in the background and keeps
+//     recent messages decoded (msgcache.go); messages never change, so
+//     nothing invalidates that cache. See search.go.
 //
 // # Keys
 //

@@ -1,28 +1,120 @@
 package corpus
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"time"
 
 	"relay/protocol"
 	"relay/store"
 )
 
-type projector struct{}
+// projector keeps the corpus's projections. It runs on the store's
+// committer, which runs every write of the node one at a time: what Apply
+// spends, every write waits for.
+type projector struct {
+	// known is what the write being run knows of the message it is about to
+	// store: write sets it in its Submit fn, and Apply of the same op takes
+	// it, so that it does not read again what the write has just read. Only
+	// the committer goroutine touches it.
+	known *knownMessage
+	// authors and convs hold the author and conversation records Apply
+	// last wrote, decoded (recordMemo). Committer only.
+	authors recordMemo[authorRec]
+	convs   recordMemo[Conversation]
+}
 
-var _ store.Projector = projector{}
+// recordMemo holds records the projector wrote, with their bytes, by key.
+// A record is taken from it only when the bytes read under its key are
+// those it holds, so an op that failed after writing it, or a Rebuild,
+// cannot make it wrong: it spares a JSON decode, not the read. A record
+// holding a map or a slice is shared with the memo: clone before changing.
+type recordMemo[T any] struct {
+	m map[string]memoEntry[T]
+}
 
-func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
+type memoEntry[T any] struct {
+	raw []byte
+	rec T
+}
 
-func (projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+// maxRecordMemos bounds a recordMemo; past it the map starts afresh.
+const maxRecordMemos = 4096
+
+// decode sets *v to the record raw holds, from the memo when it can.
+func (r *recordMemo[T]) decode(key, raw []byte, v *T) error {
+	if e, ok := r.m[string(key)]; ok && bytes.Equal(e.raw, raw) {
+		*v = e.rec
+		return nil
+	}
+	return json.Unmarshal(raw, v)
+}
+
+// get reads the record under key into *v; found is false when there is
+// none.
+func (r *recordMemo[T]) get(tx *store.Tx, key []byte, v *T) (found bool, err error) {
+	raw, err := tx.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, r.decode(key, raw, v)
+}
+
+// put stores rec under key and keeps it; rec must not change afterwards.
+func (r *recordMemo[T]) put(tx *store.Tx, key []byte, rec T) error {
+	raw, err := marshal(&rec)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(key, raw); err != nil {
+		return err
+	}
+	if r.m == nil || len(r.m) >= maxRecordMemos {
+		r.m = map[string]memoEntry[T]{}
+	}
+	r.m[string(key)] = memoEntry[T]{raw: raw, rec: rec}
+	return nil
+}
+
+// knownMessage is a write's event data and the conversation it appends
+// to, as the write read it; conv is nil for a new conversation.
+type knownMessage struct {
+	data []byte
+	conv *Conversation
+}
+
+var _ store.Projector = (*projector)(nil)
+
+func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
+
+// take returns what the write knows of se and forgets it: nil unless se
+// carries the write's data (byte for byte: a fresh message_id is in it).
+// An op that failed before its event left known behind; the next event
+// clears it.
+func (p *projector) take(se *store.StoredEvent) *knownMessage {
+	k := p.known
+	p.known = nil
+	if k == nil || !bytes.Equal(k.data, se.Event.Data) {
+		return nil
+	}
+	return k
+}
+
+func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
+	known := p.take(se)
 	switch se.Event.Type {
 	case evMessageCreated:
 		var d messageData
 		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 			return err
 		}
-		return applyMessage(tx, se, d)
+		return p.applyMessage(tx, se, d, known)
 	case evRelationshipAsserted:
 		return applyAssertion(tx, se)
 	case evRelationshipRetracted:
@@ -56,13 +148,22 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
+// applyMessage projects a created message; known, when not nil, is the
+// conversation as the write that made the event read it in the same op.
+func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData, known *knownMessage) error {
 	m := messageOf(se, d)
 	seq := u64(se.Sequence)
 	var c Conversation
-	ok, err := tx.GetJSON(cat(pfxConv, []byte(d.ConversationID)), &c)
-	if err != nil {
-		return err
+	var ok bool
+	if known != nil {
+		if ok = known.conv != nil; ok {
+			c = *known.conv
+		}
+	} else {
+		var err error
+		if ok, err = p.convs.get(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+			return err
+		}
 	}
 	created := !ok
 	if created {
@@ -78,7 +179,7 @@ func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
 	c.MessageCount++
 	c.UpdatedAt = m.CreatedAt
 	c.LastSequence = se.Sequence
-	if err := putJSON(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+	if err := p.convs.put(tx, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
 		return err
 	}
 	if err := putJSON(tx, cat(pfxMessage, []byte(d.MessageID)), &m); err != nil {
@@ -95,38 +196,60 @@ func applyMessage(tx *store.Tx, se *store.StoredEvent, d messageData) error {
 			return err
 		}
 	}
-	if err := countAuthor(tx, &m, created); err != nil {
+	if err := p.countAuthor(tx, &m, created); err != nil {
 		return err
 	}
 	data, err := marshal(changeData(&m, d.Subject))
 	if err != nil {
 		return err
 	}
-	return putJSON(tx, cat(pfxChange, seq), Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "message.created",
+	return putChange(tx, seq, Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "message.created",
 		ResourceID: d.MessageID, RecordedAt: m.CreatedAt, Data: data})
 }
 
 // changeData is a message as the change feed carries it: only what the
 // event says, no read-derived fields.
-func changeData(m *Message, subject string) map[string]any {
-	d := map[string]any{
-		"message_id": m.MessageID, "conversation_id": m.ConversationID, "content": m.Content, "author_id": m.AuthorID,
-		"created_at": m.CreatedAt, "sequence": m.Sequence, "kind": m.Kind, "tags": m.Tags, "mentions": m.Mentions,
-		"has_payload": m.HasPayload, "realm": m.Realm, "cid": m.CID,
+func changeData(m *Message, subject string) *changeMessage {
+	d := &changeMessage{
+		AuthorID: m.AuthorID, CID: m.CID, Content: m.Content, ConversationID: m.ConversationID, CreatedAt: m.CreatedAt,
+		HasPayload: m.HasPayload, Kind: m.Kind, Mentions: m.Mentions, MessageID: m.MessageID, Realm: m.Realm,
+		Sequence: m.Sequence, Subject: subject, Tags: m.Tags,
 	}
 	if m.HasPayload {
-		d["payload"] = m.Payload
+		d.Payload = &m.Payload
 	}
 	if m.SchemaName != "" {
-		d["schema_name"], d["schema_version"] = m.SchemaName, m.SchemaVersion
+		d.SchemaName, d.SchemaVersion = m.SchemaName, &m.SchemaVersion
 	}
 	if m.SchemaValidated != nil {
-		d["schema_validated"] = true
-	}
-	if subject != "" {
-		d["subject"] = subject
+		t := true
+		d.SchemaValidated = &t
 	}
 	return d
+}
+
+// changeMessage is the data of a message.created change. Its fields are in
+// the order of their names, and absent exactly when the envelopes' first
+// encoding (a map) left them out: stored envelopes are immutable history,
+// and new ones must read as the old ones do (TestChangeDataEncoding).
+type changeMessage struct {
+	AuthorID        string           `json:"author_id"`
+	CID             string           `json:"cid"`
+	Content         *string          `json:"content"`
+	ConversationID  string           `json:"conversation_id"`
+	CreatedAt       time.Time        `json:"created_at"`
+	HasPayload      bool             `json:"has_payload"`
+	Kind            []string         `json:"kind"`
+	Mentions        []string         `json:"mentions"`
+	MessageID       string           `json:"message_id"`
+	Payload         *json.RawMessage `json:"payload,omitempty"`
+	Realm           string           `json:"realm"`
+	SchemaName      string           `json:"schema_name,omitempty"`
+	SchemaValidated *bool            `json:"schema_validated,omitempty"`
+	SchemaVersion   *int             `json:"schema_version,omitempty"`
+	Sequence        uint64           `json:"sequence"`
+	Subject         string           `json:"subject,omitempty"`
+	Tags            []string         `json:"tags"`
 }
 
 func countTag(tx *store.Tx, tag, conv string) error {
@@ -137,23 +260,25 @@ func countTag(tx *store.Tx, tag, conv string) error {
 	}
 	t.Messages++
 	ck := cat(pfxTagConv, []byte(tag), []byte{0}, []byte(conv))
-	if _, err := tx.Get(ck); err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	if _, err := tx.Get(ck); errors.Is(err, store.ErrNotFound) {
+	switch _, err := tx.Get(ck); {
+	case errors.Is(err, store.ErrNotFound):
 		t.Conversations++
 		if err := tx.Set(ck, nil); err != nil {
 			return err
 		}
+	case err != nil:
+		return err
 	}
 	return putJSON(tx, k, &t)
 }
 
-func countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
+func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	if _, err := tx.GetJSON(k, &a); err != nil {
+	if ok, err := p.authors.get(tx, k, &a); err != nil {
 		return err
+	} else if ok {
+		a.Kinds = maps.Clone(a.Kinds) // shared with the memo
 	}
 	if a.Messages == 0 {
 		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
@@ -168,5 +293,5 @@ func countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
-	return putJSON(tx, k, &a)
+	return p.authors.put(tx, k, a)
 }

@@ -1,8 +1,10 @@
 package corpus
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"strconv"
 	"time"
 
 	"relay/store"
@@ -109,32 +111,81 @@ func marshal(v any) ([]byte, error) {
 }
 
 // unescapeHTML undoes encoding/json's \u003c, \u003e and \u0026 escapes, so
-// byte counts match JSON.stringify.
+// byte counts match JSON.stringify. Most records hold none of them and are
+// returned as they are; otherwise the runs between backslashes are copied
+// whole.
 func unescapeHTML(b []byte) []byte {
-	out := b[:0:0]
-	for i := 0; i < len(b); i++ {
-		if b[i] == '\\' && i+5 < len(b) && b[i+1] == 'u' && b[i+2] == '0' && b[i+3] == '0' {
-			switch string(b[i+4 : i+6]) {
-			case "3c":
-				out = append(out, '<')
-				i += 5
-				continue
-			case "3e":
-				out = append(out, '>')
-				i += 5
-				continue
-			case "26":
-				out = append(out, '&')
-				i += 5
+	if !bytes.Contains(b, []byte(`\u00`)) {
+		return b
+	}
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\\')
+		if i < 0 || i+1 == len(b) {
+			return append(out, b...)
+		}
+		out, b = append(out, b[:i]...), b[i:]
+		if len(b) >= 6 && b[1] == 'u' && b[2] == '0' && b[3] == '0' {
+			if c := htmlUnescaped(b[4], b[5]); c != 0 {
+				out, b = append(out, c), b[6:]
 				continue
 			}
 		}
-		if b[i] == '\\' && i+1 < len(b) {
-			out = append(out, b[i], b[i+1])
-			i++
-			continue
-		}
-		out = append(out, b[i])
+		out, b = append(out, b[0], b[1]), b[2:] // an escape of its own, kept
 	}
 	return out
+}
+
+// htmlUnescaped is the character encoding/json writes as \u00<hi><lo> for
+// HTML's sake, or 0.
+func htmlUnescaped(hi, lo byte) byte {
+	switch string([]byte{hi, lo}) {
+	case "3c":
+		return '<'
+	case "3e":
+		return '>'
+	case "26":
+		return '&'
+	}
+	return 0
+}
+
+// encodeChange is marshal(c), put together without encoding c.Data again:
+// c.Data is marshal's output, compact and unescaped already, which marshal
+// would only scan, escape and unescape back.
+func encodeChange(c *Change) ([]byte, error) {
+	if len(c.Data) == 0 {
+		return marshal(c)
+	}
+	id, err := marshal(c.ResourceID)
+	if err != nil {
+		return nil, err
+	}
+	typ, err := marshal(c.EventType)
+	if err != nil {
+		return nil, err
+	}
+	at, err := c.RecordedAt.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(c.Data)+len(id)+len(typ)+len(at)+96)
+	b = append(b, `{"schema_version":`...)
+	b = strconv.AppendInt(b, int64(c.SchemaVersion), 10)
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, c.Sequence, 10)
+	b = append(append(b, `,"event_type":`...), typ...)
+	b = append(append(b, `,"resource_id":`...), id...)
+	b = append(append(b, `,"recorded_at":`...), at...)
+	b = append(append(b, `,"data":`...), c.Data...)
+	return append(b, '}'), nil
+}
+
+// putChange stores a change envelope under its sequence.
+func putChange(tx *store.Tx, seq []byte, c Change) error {
+	b, err := encodeChange(&c)
+	if err != nil {
+		return err
+	}
+	return tx.Set(cat(pfxChange, seq), b)
 }

@@ -260,7 +260,7 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 	if err != nil {
 		return err
 	}
-	return putJSON(tx, cat(pfxChange, seq), Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "relationship.asserted",
+	return putChange(tx, seq, Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "relationship.asserted",
 		ResourceID: r.ID, RecordedAt: r.CreatedAt, Data: data})
 }
 
@@ -301,7 +301,7 @@ func applyRetraction(tx *store.Tx, se *store.StoredEvent) error {
 	if err != nil {
 		return err
 	}
-	return putJSON(tx, cat(pfxChange, seq), Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "relationship.retracted",
+	return putChange(tx, seq, Change{SchemaVersion: 1, Sequence: se.Sequence, EventType: "relationship.retracted",
 		ResourceID: x.RetractionID, RecordedAt: x.CreatedAt, Data: data})
 }
 

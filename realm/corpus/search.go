@@ -16,25 +16,31 @@ package corpus
 // # How the index follows the store
 //
 // The index is in memory and follows the event log, not the projections:
-// syncIndex reads the events after the index's mark (Store.Since) up to the
-// committed sequence (Store.Sequence) and indexes every
-// corpus.message.created among them. So:
+// syncIndex takes the events after the index's mark up to the committed
+// sequence (Store.Sequence) and indexes every corpus.message.created among
+// them. It takes them from the tail (indextail.go), the committed batches
+// the store reported through Watch, already decoded, or, when the tail does
+// not cover them, reads them from the log (Store.Since). So:
 //
 //   - it holds exactly the committed messages: Sequence advances only after a
 //     commit, and an op that failed left no event; a projector's Apply may
 //     still fail after it ran, which is why the index is never touched there;
 //   - every path that stores a message is covered, local writes, events
-//     ingested from peers, whatever comes later, with no hook in it: write
-//     syncs right after its commit so its caller's next search sees the
-//     message, and every search syncs first (usually one atomic load);
+//     ingested from peers, whatever comes later, with no hook in it: each
+//     committed batch starts a sync in the background (indexAhead), so
+//     writers do not wait for the index, and every search syncs first
+//     (usually one atomic load), so a writer's next search finds its
+//     message;
 //   - a Rebuild does not disturb it (the log is never rewritten, and readers
 //     see projections part-way rebuilt meanwhile), and a restart rebuilds it
 //     from the log in New;
 //   - the mark only moves forward, and only syncIndex (one at a time, under
 //     syncMu) writes the index, so no message is indexed twice or skipped.
 //
-// Results are read from the projection p/co/m/; a message the projection
-// lacks for the moment (a Rebuild in progress) is derived from its event.
+// Results are read from a cache of decoded messages (msgcache.go) that the
+// index fills as it takes messages, or else from the projection p/co/m/; a
+// message the projection lacks for the moment (a Rebuild in progress) is
+// derived from its event.
 //
 // # Ranking
 //
@@ -516,6 +522,10 @@ func (s *Service) syncIndex() error {
 		if x.upTo >= target {
 			return nil
 		}
+		if evs, mark, ok := s.tail.take(x.upTo, target); ok {
+			x.add(s.indexables(evs), mark)
+			continue
+		}
 		evs, err := s.st.Since(x.upTo, syncChunk)
 		if err != nil {
 			return err
@@ -524,44 +534,53 @@ func (s *Service) syncIndex() error {
 		if len(evs) == syncChunk && evs[len(evs)-1].Sequence < target {
 			mark = evs[len(evs)-1].Sequence // more to read
 		}
-		var ms []indexable
-		for _, se := range evs {
+		for i, se := range evs {
 			if se.Sequence > mark {
+				evs = evs[:i]
 				break
 			}
-			if m, ok := s.indexableOf(se); ok {
-				ms = append(ms, m)
+		}
+		x.add(s.indexables(evs), mark)
+	}
+}
+
+// indexables is the messages among evs, as the index takes them; the
+// message cache takes them too.
+func (s *Service) indexables(evs []*store.StoredEvent) []indexable {
+	var ms []indexable
+	var cached []*cachedMessage
+	for _, se := range evs {
+		m, d, ok := s.indexableOf(se)
+		if !ok {
+			continue
+		}
+		ms = append(ms, m)
+		if s.msgs != nil {
+			if dm, ok := derivedMessage(se, d); ok {
+				cached = append(cached, &cachedMessage{m: dm})
 			}
 		}
-		x.add(ms, mark)
 	}
+	s.msgs.setMany(cached)
+	return ms
 }
 
-// indexWritten syncs the index after a write committed, so the writer's
-// next search finds the message; a failure is only logged, since the write
-// stands and the next search syncs again.
-func (s *Service) indexWritten() {
-	if err := s.syncIndex(); err != nil {
-		s.log.Warn("corpus search: index sync after a write", "err", err)
-	}
-}
-
-func (s *Service) indexableOf(se *store.StoredEvent) (indexable, bool) {
-	if se.Event.Type != evMessageCreated {
-		return indexable{}, false
-	}
+func (s *Service) indexableOf(se *store.StoredEvent) (indexable, messageData, bool) {
 	var d messageData
+	if se.Event.Type != evMessageCreated {
+		return indexable{}, d, false
+	}
 	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 		// The projector refuses what does not decode, and with it the event.
 		s.log.Error("corpus search: undecodable message event", "sequence", se.Sequence, "err", err)
-		return indexable{}, false
+		return indexable{}, d, false
 	}
 	m := indexable{seq: se.Sequence, id: d.MessageID, conv: d.ConversationID, author: se.Event.Author,
 		subject: d.Subject, kinds: d.Kind, tags: d.Tags, mentions: d.Mentions}
 	if d.Content != nil {
 		m.content = *d.Content
 	}
-	return m, true
+	return m, d, true
 }
 
 // ---------------------------------------------------------------------------
@@ -642,23 +661,13 @@ func (s *Service) search(ctx context.Context, c *api.Call, in searchIn) (SearchO
 	} else {
 		hits = nil
 	}
-	if err := s.st.View(func(tx *store.Tx) error {
-		for _, h := range hits {
-			var m Message
-			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &m)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if m, err = s.messageAt(h.seq); err != nil {
-					return err
-				}
-			}
-			out.Results = append(out.Results, SearchResult{Message: m, Score: -h.score})
-		}
-		return nil
-	}); err != nil {
+	ms, err := s.resultMessages(hits)
+	if err != nil {
 		return SearchOut{}, err
+	}
+	out.Results = make([]SearchResult, len(hits))
+	for i, h := range hits {
+		out.Results[i] = SearchResult{Message: ms[i].m, Score: -h.score}
 	}
 	if n := len(out.Results); n > 0 {
 		last := out.Results[n-1].Message.Sequence
@@ -671,6 +680,45 @@ func (s *Service) search(ctx context.Context, c *api.Call, in searchIn) (SearchO
 		out.NextOffset, out.Next, out.page.link = &next, &link, link
 	}
 	return out, nil
+}
+
+// resultMessages reads the messages of hits: those the cache holds, then
+// the others in one View, which the cache keeps for later searches.
+func (s *Service) resultMessages(hits []hit) ([]*cachedMessage, error) {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.id
+	}
+	ms := make([]*cachedMessage, len(hits))
+	if s.msgs.getMany(ids, ms) == len(hits) {
+		return ms, nil
+	}
+	var read []*cachedMessage
+	err := s.st.View(func(tx *store.Tx) error {
+		for i, h := range hits {
+			if ms[i] != nil {
+				continue
+			}
+			c := new(cachedMessage)
+			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &c.m)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if c.m, err = s.messageAt(h.seq); err != nil {
+					return err
+				}
+			}
+			ms[i] = c
+			read = append(read, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.msgs.addMany(read)
+	return ms, nil
 }
 
 // messageAt derives the message of the event at sequence seq, for a result

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -28,6 +29,9 @@ type Config struct {
 	StreamHeartbeat time.Duration
 	// MaxStreams bounds the streams open at once; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// MessageCacheBytes bounds the decoded messages search keeps; 0 means
+	// DefaultMessageCacheBytes, negative none.
+	MessageCacheBytes int
 }
 
 // Service is the corpus of one realm.
@@ -38,6 +42,11 @@ type Service struct {
 	agents *agents
 	index  *searchIndex
 	feed   *feed
+	proj   *projector
+	msgs   *msgCache
+	// tail and indexing: how the search index follows commits (indextail.go).
+	tail     indexTail
+	indexing atomic.Bool
 }
 
 // New opens the corpus on st and registers its projector.
@@ -49,8 +58,11 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	st.Register(projector{})
-	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg)}
+	proj := &projector{}
+	st.Register(proj)
+	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj,
+		msgs: newMsgCache(cfg.MessageCacheBytes)}
+	st.Watch(s.committed) // before the first sync, so that no commit falls between
 	if err := s.syncIndex(); err != nil {
 		return nil, err
 	}

@@ -228,10 +228,16 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	if err := checkEventSize(p.Agent.AuthorID, s.realm, &prep.data); err != nil {
 		return WriteResult{}, err
 	}
+	// The event's data depends on nothing the store holds: encoded here,
+	// not on the committer.
+	data, err := protocol.EncodeData(prep.data)
+	if err != nil {
+		return WriteResult{}, err
+	}
 	var conv Conversation // the conversation appended to
 	id, se, err := s.idempotentEvent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
-			ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &conv)
+			ok, err := s.proj.convs.get(tx, cat(pfxConv, []byte(in.ConversationID)), &conv)
 			if err != nil {
 				return nil, err
 			}
@@ -239,16 +245,18 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 				return nil, protocol.Refusef(protocol.ReasonNotFound, "No conversation %q; see /conversations.", in.ConversationID)
 			}
 		}
-		data, err := protocol.EncodeData(prep.data)
-		if err != nil {
-			return nil, err
+		// The projector need not read the conversation again: a new one
+		// is new, and this op has just read the other.
+		known := &knownMessage{data: data}
+		if !create {
+			known.conv = &conv
 		}
+		s.proj.known = known
 		return &protocol.Draft{Type: evMessageCreated, Author: p.Agent.AuthorID, Data: data}, nil
 	})
 	if err != nil {
 		return WriteResult{}, err
 	}
-	s.indexWritten()
 	if se == nil { // a retry: answer what the first answer said
 		res, err := s.result(id)
 		res.replayed = true
