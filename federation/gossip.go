@@ -36,7 +36,7 @@ type realmTopic struct {
 // messages/s here); whatever is lost anyway, catch-up repairs. IDONTWANT is
 // sent for every message, so a mesh peer that already has an event is not
 // sent it again.
-func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
+func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.PubSub, error) {
 	params := pubsub.DefaultGossipSubParams()
 	params.IDontWantMessageThreshold = 1
 	params.MaxIDontWantMessages = 100_000
@@ -55,6 +55,7 @@ func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
 		pubsub.WithPeerOutboundQueueSize(8192),
 		pubsub.WithValidateQueueSize(8192),
 		pubsub.WithPeerScore(scoreParams(), scoreThresholds()),
+		pubsub.WithRawTracer(counts),
 	)
 }
 

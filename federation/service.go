@@ -144,7 +144,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		s.host.Close()
 		return nil, err
 	}
-	if s.ps, err = newPubSub(s.ctx, s.host); err != nil {
+	if s.ps, err = newPubSub(s.ctx, s.host, &s.stats.gossip); err != nil {
 		s.cancel()
 		s.host.Close()
 		return nil, err

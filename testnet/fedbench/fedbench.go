@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"relay/federation"
 	"relay/protocol"
 	"relay/store"
 	"relay/testnet"
@@ -33,8 +35,11 @@ type Options struct {
 	// CatchUpEvents is how many events the late realm catches up; 0 skips
 	// the phase.
 	CatchUpEvents int
-	Logger        *slog.Logger
-	Progress      io.Writer
+	// CPUProfile, when set, receives a CPU profile of the process while
+	// the replication phase posts.
+	CPUProfile io.Writer
+	Logger     *slog.Logger
+	Progress   io.Writer
 }
 
 // DefaultOptions are the issue's conditions: 5 realms, 1,000 posts/s,
@@ -64,6 +69,13 @@ type Result struct {
 	EventBytes    float64 `json:"event_bytes_avg"`
 	WireInPerRecv float64 `json:"wire_in_bytes_per_event_per_receiver"`
 	WireRatio     float64 `json:"wire_ratio" jsonschema:"wire bytes in per receiving realm per event, over the event's own size"`
+	// CPUPerPost is the process's CPU time (every realm, and the posting
+	// client) per post while posting and replicating, in milliseconds.
+	CPUPerPost float64 `json:"cpu_ms_per_post"`
+	// Per receiving realm and origin event: how each was stored (gossip,
+	// catch-up), and the gossip copies and control IDs that came with it.
+	Received map[string]float64 `json:"received_per_event_per_receiver"`
+	Gossip   GossipPerEvent     `json:"gossip_per_event_per_receiver"`
 
 	CatchUpEvents   int     `json:"catchup_events,omitempty"`
 	FillRate        float64 `json:"fill_events_per_s,omitempty"`
@@ -71,6 +83,15 @@ type Result struct {
 	CatchUpRate     float64 `json:"catchup_events_per_s,omitempty"`
 	CatchUpWireIn   int64   `json:"catchup_wire_in_bytes,omitempty"`
 	CatchUpLogBytes int64   `json:"catchup_log_bytes,omitempty"`
+}
+
+// GossipPerEvent is federation.GossipCounters per event and receiver.
+type GossipPerEvent struct {
+	Messages   float64 `json:"messages"`
+	Duplicates float64 `json:"duplicates"`
+	IHave      float64 `json:"ihave_ids"`
+	IWant      float64 `json:"iwant_ids"`
+	IDontWant  float64 `json:"idontwant_ids"`
 }
 
 // wireSettle is how long to wait before reading the bandwidth counters,
@@ -146,9 +167,17 @@ func replication(ctx context.Context, o Options, res *Result) error {
 		recs[i] = watch(r.Node.Store(), oname)
 	}
 	wireBefore := make([]int64, len(net.Realms))
+	countsBefore := make([]federation.Counters, len(net.Realms))
 	for i, r := range net.Realms {
 		wireBefore[i], _ = r.Node.Federation().Wire()
+		countsBefore[i] = r.Node.Federation().Counters()
 	}
+	if o.CPUProfile != nil {
+		if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+			return err
+		}
+	}
+	cpuBefore := processCPU()
 
 	fmt.Fprintf(o.Progress, "replication: %d posts/s for %v at %s\n", o.Rate, o.Duration, origin.Name)
 	post := bench.HTTPPoster(client, origin.URL, agents)
@@ -194,6 +223,10 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	cpu := processCPU() - cpuBefore
+	if o.CPUProfile != nil {
+		pprof.StopCPUProfile()
+	}
 	// libp2p's bandwidth counters add up once a second.
 	time.Sleep(wireSettle)
 
@@ -235,6 +268,22 @@ func replication(ctx context.Context, o Options, res *Result) error {
 		res.WireInPerRecv = float64(in) / float64(events) / float64(len(net.Realms)-1)
 
 		res.WireRatio = res.WireInPerRecv / res.EventBytes
+		per := float64(events) * float64(len(net.Realms)-1)
+		res.Received = map[string]float64{}
+		for i, r := range net.Realms[1:] {
+			c, b := r.Node.Federation().Counters(), countsBefore[i+1]
+			for way, n := range c.Received {
+				res.Received[way] += float64(n-b.Received[way]) / per
+			}
+			res.Gossip.Messages += float64(c.Gossip.Messages-b.Gossip.Messages) / per
+			res.Gossip.Duplicates += float64(c.Gossip.Duplicates-b.Gossip.Duplicates) / per
+			res.Gossip.IHave += float64(c.Gossip.IHave-b.Gossip.IHave) / per
+			res.Gossip.IWant += float64(c.Gossip.IWant-b.Gossip.IWant) / per
+			res.Gossip.IDontWant += float64(c.Gossip.IDontWant-b.Gossip.IDontWant) / per
+		}
+	}
+	if res.Posts > 0 {
+		res.CPUPerPost = float64(cpu) / float64(time.Millisecond) / float64(res.Posts)
 	}
 	return nil
 }
