@@ -1,12 +1,14 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -17,8 +19,9 @@ import (
 )
 
 // TopicPrefix names the live topics: one per origin realm. Every message
-// carries its topic, so the name is short.
-const TopicPrefix = "relay/e1/"
+// carries its topic, so the name is short. e2: a message carries a run of
+// events (batch.go).
+const TopicPrefix = "relay/e2/"
 
 // DirectoryTopic carries signed realm descriptors, so that a realm learns of
 // realms it is not peered with (and joins their topics) at once.
@@ -51,7 +54,7 @@ func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithNoAuthor(),
 		pubsub.WithMessageIdFn(messageID),
-		pubsub.WithMaxMessageSize(protocol.MaxEventSize+1024),
+		pubsub.WithMaxMessageSize(maxGossipMessage+1024),
 		pubsub.WithPeerOutboundQueueSize(8192),
 		pubsub.WithValidateQueueSize(8192),
 		pubsub.WithPeerScore(scoreParams(), scoreThresholds()),
@@ -164,33 +167,53 @@ func (s *Service) drain(sub *pubsub.Subscription) {
 	}
 }
 
-// publish sends one of the realm's own events on its topic.
-func (s *Service) publish(se *store.StoredEvent) {
+// publish sends a run of the realm's own events on its topic, as one
+// message.
+func (s *Service) publish(raws [][]byte) {
 	s.mu.Lock()
 	rt := s.topics[s.cfg.Realm]
 	s.mu.Unlock()
 	if rt == nil {
 		return
 	}
-	if err := rt.topic.Publish(s.ctx, se.Raw); err != nil && s.ctx.Err() == nil {
-		s.log.Warn("federation: publish", "seq", se.Event.Seq, "err", err)
+	if err := rt.topic.Publish(s.ctx, encodeRun(raws)); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("federation: publish", "events", len(raws), "err", err)
 	}
-	s.stats.published.Add(1)
+	s.stats.published.Add(uint64(len(raws)))
 }
 
-// validator checks a gossiped event before it is forwarded: well formed,
-// of the topic's realm, signed by the realm's pinned key; then stores it,
-// which checks the chain and every authority rule. Only what this node
-// would store is forwarded; a gap is held and filled by catch-up.
+// gossiped is one decoded event of a gossip message.
+type gossiped struct {
+	ev  *protocol.Event
+	c   cid.Cid
+	raw []byte
+}
+
+// validator checks a gossiped run of events before it is forwarded: well
+// formed, consecutive, of the topic's realm, every event signed by the
+// realm's pinned key; then stores it, which checks the chain and every
+// authority rule. Only what this node would store is forwarded; a gap is
+// held and filled by catch-up. When an event of the run is forged, the
+// message is refused and the authentic events before it are stored.
 func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 	return func(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		if from == s.host.ID() {
 			return pubsub.ValidationAccept // our own publication
 		}
-		ev, c, err := protocol.DecodeEvent(m.GetData())
-		if err != nil || ev.Realm != string(realm) {
+		raws, err := splitRun(m.GetData())
+		if err != nil {
 			s.stats.refused("malformed")
 			return pubsub.ValidationReject
+		}
+		run := make([]gossiped, len(raws))
+		for i, raw := range raws {
+			ev, c, err := protocol.DecodeEvent(raw)
+			if err != nil || ev.Realm != string(realm) ||
+				i > 0 && (ev.Seq != run[i-1].ev.Seq+1 || !ev.Prev.Cid.Equals(run[i-1].c)) {
+				s.stats.refused("malformed")
+				return pubsub.ValidationReject
+			}
+			run[i] = gossiped{ev, c, raw}
 		}
 		if realm == s.cfg.Realm || s.refusing(realm) {
 			return pubsub.ValidationIgnore
@@ -200,45 +223,78 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 			s.kick(from)
 			return pubsub.ValidationIgnore
 		}
-		if err := ev.Verify(key); err != nil {
-			s.stats.refused("signature")
-			s.log.Warn("federation: forged event refused", "realm", realm, "seq", ev.Seq, "from", from)
-			return pubsub.ValidationReject
-		}
-		raw := m.GetData()
-		_, err = s.st.IngestDecoded(ctx, ev, c, raw, verified)
-		switch {
-		case err == nil:
-			s.stats.received("gossip", 1)
-			s.flushPending(realm)
-			s.retryWaiting()
-			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrDuplicate):
-			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrGap), errors.Is(err, store.ErrDependency):
-			// Early: after a gap, or before a record of another realm it
-			// refers to. Held until it follows; signed by its realm, so it
-			// travels on to those who may need it.
-			if errors.Is(err, store.ErrDependency) {
-				s.stats.refused("waiting")
+		for i, g := range run {
+			if err := g.ev.Verify(key); err != nil {
+				s.stats.refused("signature")
+				s.log.Warn("federation: forged event refused", "realm", realm, "seq", g.ev.Seq, "from", from)
+				if i > 0 {
+					s.ingestRun(ctx, realm, run[:i], from)
+				}
+				return pubsub.ValidationReject
 			}
-			s.hold(realm, ev.Seq, raw, from)
-			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrEquivocation):
-			// Signed by its realm: the peer that relayed it may be honest
-			// (each branch is valid somewhere), so it is not scored down.
-			s.quarantine(realm, fmt.Sprintf("equivocation at seq %d: %s", ev.Seq, c))
-			return pubsub.ValidationIgnore
-		case errors.Is(err, protocol.ErrChainBroken):
-			s.stats.refused("chain")
-			s.kick(from) // a fork below the head: catch-up collects the evidence
-			return pubsub.ValidationReject
-		case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
-			return pubsub.ValidationIgnore
-		default:
-			s.refuseEvent(realm, ev, err)
-			return pubsub.ValidationReject
 		}
+		return s.ingestRun(ctx, realm, run, from)
+	}
+}
+
+// ingestRun stores a gossiped run whose signatures were verified: one event
+// as it was decoded, several as one chain.
+func (s *Service) ingestRun(ctx context.Context, realm protocol.Realm, run []gossiped, from peer.ID) pubsub.ValidationResult {
+	var n int
+	var err error
+	if len(run) == 1 {
+		if _, err = s.st.IngestDecoded(ctx, run[0].ev, run[0].c, run[0].raw, verified); err == nil {
+			n = 1
+		}
+	} else {
+		raws := make([][]byte, len(run))
+		for i, g := range run {
+			raws[i] = g.raw
+		}
+		n, err = s.st.IngestChain(ctx, raws, verified)
+	}
+	switch {
+	case err == nil:
+		if n > 0 {
+			s.stats.received("gossip", n)
+		}
+		s.flushPending(realm)
+		s.retryWaiting()
+		return pubsub.ValidationAccept
+	case errors.Is(err, store.ErrDuplicate):
+		return pubsub.ValidationAccept
+	case errors.Is(err, store.ErrGap), errors.Is(err, store.ErrDependency):
+		// Early: after a gap, or before a record of another realm it
+		// refers to. Held until it follows; signed by its realm, so it
+		// travels on to those who may need it.
+		if errors.Is(err, store.ErrDependency) {
+			s.stats.refused("waiting")
+		}
+		s.hold(realm, run, from)
+		return pubsub.ValidationAccept
+	case errors.Is(err, store.ErrEquivocation):
+		// Signed by its realm: the peer that relayed it may be honest
+		// (each branch is valid somewhere), so it is not scored down.
+		s.quarantine(realm, err.Error())
+		return pubsub.ValidationIgnore
+	case errors.Is(err, protocol.ErrChainBroken):
+		s.stats.refused("chain")
+		s.kick(from) // a fork below the head: catch-up collects the evidence
+		return pubsub.ValidationReject
+	case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
+		return pubsub.ValidationIgnore
+	case len(run) == 1:
+		s.refuseEvent(realm, run[0].ev, err)
+		return pubsub.ValidationReject
+	default:
+		// An event of the run broke a rule of the log: the events before it
+		// are stored one by one, and the realm quarantined at it.
+		raws := make([][]byte, len(run))
+		for i, g := range run {
+			raws[i] = g.raw
+		}
+		s.runFailed(s.ctx, realm, raws, err)
+		return pubsub.ValidationReject
 	}
 }
 
@@ -265,11 +321,23 @@ const gapGrace = time.Second
 // cannot fill memory.
 const holdWindow = maxRangeEvents
 
-// hold keeps a gossiped event that arrived ahead of the held chain, and
-// asks from for a catch-up pass if the gap outlives gapGrace.
-func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte, from peer.ID) {
-	if heads, err := s.st.Heads(); err != nil || seq > heads[realm].Seq+holdWindow {
+// hold keeps a gossiped run that arrived ahead of the held chain, and
+// asks from for a catch-up pass if the gap outlives gapGrace. Only events
+// whose signatures were verified are held.
+func (s *Service) hold(realm protocol.Realm, run []gossiped, from peer.ID) {
+	heads, err := s.st.Heads()
+	if err != nil {
 		s.kick(from)
+		return
+	}
+	for i, g := range run {
+		if g.ev.Seq > heads[realm].Seq+holdWindow {
+			s.kick(from)
+			run = run[:i]
+			break
+		}
+	}
+	if len(run) == 0 {
 		return
 	}
 	s.mu.Lock()
@@ -279,8 +347,10 @@ func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte, from peer.I
 		m = map[uint64][]byte{}
 		s.pending[realm] = m
 	}
-	if len(m) < 10_000 {
-		m[seq] = append([]byte(nil), raw...)
+	for _, g := range run {
+		if len(m) < 10_000 {
+			m[g.ev.Seq] = bytes.Clone(g.raw)
+		}
 	}
 	if s.gapTimers[realm] {
 		return
@@ -327,11 +397,8 @@ func (s *Service) flushPending(realm protocol.Realm) {
 		if len(run) == 0 {
 			return
 		}
-		key, ok := s.dir.Key(realm)
-		if !ok {
-			return
-		}
-		n, err := s.st.IngestChain(s.ctx, run, func(ev *protocol.Event) error { return ev.Verify(key) })
+		// Held events had their signatures verified before they were held.
+		n, err := s.st.IngestChain(s.ctx, run, verified)
 		if errors.Is(err, store.ErrDependency) {
 			// It waits for another realm's record: keep it for then.
 			s.mu.Lock()

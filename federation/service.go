@@ -247,11 +247,30 @@ func (s *Service) publishLoop() {
 		case <-s.ctx.Done():
 			return
 		case evs := <-s.outbox:
-			for _, se := range evs {
-				if se.Event.Realm == string(s.cfg.Realm) {
-					s.publish(se)
+			own := s.ownEvents(nil, evs)
+			// What committed while the last message was sent goes out
+			// together: one message for several events under load.
+			for more := true; more; {
+				select {
+				case evs := <-s.outbox:
+					own = s.ownEvents(own, evs)
+				default:
+					more = false
 				}
+			}
+			for _, run := range runs(own) {
+				s.publish(run)
 			}
 		}
 	}
+}
+
+// ownEvents appends the realm's own events of evs to own.
+func (s *Service) ownEvents(own, evs []*store.StoredEvent) []*store.StoredEvent {
+	for _, se := range evs {
+		if se.Event.Realm == string(s.cfg.Realm) {
+			own = append(own, se)
+		}
+	}
+	return own
 }
