@@ -1,11 +1,9 @@
 package federation
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -15,7 +13,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
-	"relay/store"
 )
 
 // TopicPrefix names the live topics: one per origin realm. Every message
@@ -234,205 +231,6 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 			}
 		}
 		return s.ingestRun(ctx, realm, run, from)
-	}
-}
-
-// ingestRun stores a gossiped run whose signatures were verified: one event
-// as it was decoded, several as one chain.
-func (s *Service) ingestRun(ctx context.Context, realm protocol.Realm, run []gossiped, from peer.ID) pubsub.ValidationResult {
-	var n int
-	var err error
-	if len(run) == 1 {
-		if _, err = s.st.IngestDecoded(ctx, run[0].ev, run[0].c, run[0].raw, verified); err == nil {
-			n = 1
-		}
-	} else {
-		raws := make([][]byte, len(run))
-		for i, g := range run {
-			raws[i] = g.raw
-		}
-		n, err = s.st.IngestChain(ctx, raws, verified)
-	}
-	switch {
-	case err == nil:
-		if n > 0 {
-			s.stats.received("gossip", n)
-		}
-		s.flushPending(realm)
-		s.retryWaiting()
-		return pubsub.ValidationAccept
-	case errors.Is(err, store.ErrDuplicate):
-		return pubsub.ValidationAccept
-	case errors.Is(err, store.ErrGap), errors.Is(err, store.ErrDependency):
-		// Early: after a gap, or before a record of another realm it
-		// refers to. Held until it follows; signed by its realm, so it
-		// travels on to those who may need it.
-		if errors.Is(err, store.ErrDependency) {
-			s.stats.refused("waiting")
-		}
-		s.hold(realm, run, from)
-		return pubsub.ValidationAccept
-	case errors.Is(err, store.ErrEquivocation):
-		// Signed by its realm: the peer that relayed it may be honest
-		// (each branch is valid somewhere), so it is not scored down.
-		s.quarantine(realm, err.Error())
-		return pubsub.ValidationIgnore
-	case errors.Is(err, protocol.ErrChainBroken):
-		s.stats.refused("chain")
-		s.kick(from) // a fork below the head: catch-up collects the evidence
-		return pubsub.ValidationReject
-	case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
-		return pubsub.ValidationIgnore
-	case len(run) == 1:
-		s.refuseEvent(realm, run[0].ev, err)
-		return pubsub.ValidationReject
-	default:
-		// An event of the run broke a rule of the log: the events before it
-		// are stored one by one, and the realm quarantined at it.
-		raws := make([][]byte, len(run))
-		for i, g := range run {
-			raws[i] = g.raw
-		}
-		s.runFailed(s.ctx, realm, raws, err)
-		return pubsub.ValidationReject
-	}
-}
-
-// verified is the verify function for events whose signature was checked.
-func verified(*protocol.Event) error { return nil }
-
-// refuseEvent handles an event that is signed by its realm and breaks a
-// rule of the log (authority, a malformed payload): its realm's chain
-// cannot go on past it here, so the realm is quarantined.
-func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err error) {
-	s.stats.refused("rule")
-	s.log.Warn("federation: event refused", "realm", realm, "seq", ev.Seq, "type", ev.Type, "err", err)
-	s.quarantine(realm, fmt.Sprintf("event %d (%s) refused: %v", ev.Seq, ev.Type, err))
-}
-
-// gapGrace is how long a gap in gossip may last before catch-up is asked
-// to fill it: validations run concurrently, so an event often arrives a
-// moment before the one it follows, and under load the one it follows may
-// be a while in a queue; pulling it too would only send it twice.
-const gapGrace = time.Second
-
-// holdWindow is how far ahead of the held head a gossiped event is kept;
-// farther ones are left to catch-up, so a realm signing far-future events
-// cannot fill memory.
-const holdWindow = maxRangeEvents
-
-// hold keeps a gossiped run that arrived ahead of the held chain, and
-// asks from for a catch-up pass if the gap outlives gapGrace. Only events
-// whose signatures were verified are held.
-func (s *Service) hold(realm protocol.Realm, run []gossiped, from peer.ID) {
-	heads, err := s.st.Heads()
-	if err != nil {
-		s.kick(from)
-		return
-	}
-	for i, g := range run {
-		if g.ev.Seq > heads[realm].Seq+holdWindow {
-			s.kick(from)
-			run = run[:i]
-			break
-		}
-	}
-	if len(run) == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.pending[realm]
-	if m == nil {
-		m = map[uint64][]byte{}
-		s.pending[realm] = m
-	}
-	for _, g := range run {
-		if len(m) < 10_000 {
-			m[g.ev.Seq] = bytes.Clone(g.raw)
-		}
-	}
-	if s.gapTimers[realm] {
-		return
-	}
-	s.gapTimers[realm] = true
-	time.AfterFunc(gapGrace, func() {
-		s.mu.Lock()
-		delete(s.gapTimers, realm)
-		gapped := len(s.pending[realm]) > 0
-		s.mu.Unlock()
-		if gapped && s.ctx.Err() == nil {
-			s.flushPending(realm)
-			s.mu.Lock()
-			gapped = len(s.pending[realm]) > 0
-			s.mu.Unlock()
-			if gapped {
-				s.kick(from)
-			}
-		}
-	})
-}
-
-// flushPending stores the held events that now follow the chain.
-func (s *Service) flushPending(realm protocol.Realm) {
-	for {
-		heads, err := s.st.Heads()
-		if err != nil {
-			return
-		}
-		next := heads[realm].Seq + 1
-		s.mu.Lock()
-		m := s.pending[realm]
-		for seq := range m {
-			if seq < next {
-				delete(m, seq)
-			}
-		}
-		var run [][]byte
-		for seq := next; m[seq] != nil; seq++ {
-			run = append(run, m[seq])
-			delete(m, seq)
-		}
-		s.mu.Unlock()
-		if len(run) == 0 {
-			return
-		}
-		// Held events had their signatures verified before they were held.
-		n, err := s.st.IngestChain(s.ctx, run, verified)
-		if errors.Is(err, store.ErrDependency) {
-			// It waits for another realm's record: keep it for then.
-			s.mu.Lock()
-			for i, raw := range run {
-				m[next+uint64(i)] = raw
-			}
-			s.mu.Unlock()
-			return
-		}
-		if err != nil {
-			s.runFailed(s.ctx, realm, run, err)
-			return
-		}
-		s.stats.received("gossip", n)
-	}
-}
-
-// retryWaiting tries again the held events of every realm: one may have
-// waited for a record that has just arrived.
-func (s *Service) retryWaiting() {
-	if !s.retrying.CompareAndSwap(false, true) {
-		return
-	}
-	defer s.retrying.Store(false)
-	s.mu.Lock()
-	var realms []protocol.Realm
-	for r, m := range s.pending {
-		if len(m) > 0 {
-			realms = append(realms, r)
-		}
-	}
-	s.mu.Unlock()
-	for _, r := range realms {
-		s.flushPending(r)
 	}
 }
 

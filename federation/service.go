@@ -78,7 +78,8 @@ type Service struct {
 	topics      map[protocol.Realm]*realmTopic
 	blocked     map[protocol.Realm]Block
 	quarantined map[protocol.Realm]Quarantine
-	pending     map[protocol.Realm]map[uint64][]byte // gossiped events beyond the held head
+	pending     map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
+	lanes       map[protocol.Realm]*lane
 	pulling     map[protocol.Realm]bool
 	gapTimers   map[protocol.Realm]bool // a gap check is scheduled
 	retrying    atomic.Bool             // retryWaiting is running
@@ -113,7 +114,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
 		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{},
-		pending: map[protocol.Realm]map[uint64][]byte{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
+		pending: map[protocol.Realm]map[uint64]gossiped{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
 	s.bw = metrics.NewBandwidthCounter()
