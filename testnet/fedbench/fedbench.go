@@ -35,17 +35,19 @@ type Options struct {
 	// CatchUpEvents is how many events the late realm catches up; 0 skips
 	// the phase.
 	CatchUpEvents int
-	// CPUProfile, when set, receives a CPU profile of the process while
-	// the replication phase posts.
-	CPUProfile io.Writer
-	Logger     *slog.Logger
-	Progress   io.Writer
+	// CPUProfile, when set, receives a CPU profile of the process during
+	// ProfilePhase: "replication" (while posting) or "catchup" (while the
+	// late realm catches up).
+	CPUProfile   io.Writer
+	ProfilePhase string
+	Logger       *slog.Logger
+	Progress     io.Writer
 }
 
 // DefaultOptions are the issue's conditions: 5 realms, 1,000 posts/s,
 // 100,000 events to catch up.
 func DefaultOptions() Options {
-	return Options{Realms: 5, Rate: 1000, Duration: 10 * time.Second, Posters: 64, CatchUpEvents: 100_000}
+	return Options{Realms: 5, Rate: 1000, Duration: 10 * time.Second, Posters: 64, CatchUpEvents: 100_000, ProfilePhase: "replication"}
 }
 
 // Latency is a distribution in milliseconds.
@@ -83,6 +85,9 @@ type Result struct {
 	CatchUpRate     float64 `json:"catchup_events_per_s,omitempty"`
 	CatchUpWireIn   int64   `json:"catchup_wire_in_bytes,omitempty"`
 	CatchUpLogBytes int64   `json:"catchup_log_bytes,omitempty"`
+	// CatchUpCPUPerEvent is the process's CPU time (both realms) per event
+	// caught up, in microseconds.
+	CatchUpCPUPerEvent float64 `json:"catchup_cpu_us_per_event,omitempty"`
 }
 
 // GossipPerEvent is federation.GossipCounters per event and receiver.
@@ -172,10 +177,8 @@ func replication(ctx context.Context, o Options, res *Result) error {
 		wireBefore[i], _ = r.Node.Federation().Wire()
 		countsBefore[i] = r.Node.Federation().Counters()
 	}
-	if o.CPUProfile != nil {
-		if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
-			return err
-		}
+	if err := o.startProfile("replication"); err != nil {
+		return err
 	}
 	cpuBefore := processCPU()
 
@@ -224,9 +227,7 @@ func replication(ctx context.Context, o Options, res *Result) error {
 		}
 	}
 	cpu := processCPU() - cpuBefore
-	if o.CPUProfile != nil {
-		pprof.StopCPUProfile()
-	}
+	o.stopProfile("replication")
 	// libp2p's bandwidth counters add up once a second.
 	time.Sleep(wireSettle)
 
@@ -334,6 +335,11 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if err := o.startProfile("catchup"); err != nil {
+		return err
+	}
+	defer o.stopProfile("catchup")
+	cpuBefore := processCPU()
 	start = time.Now()
 	if err := net.Link(0, 1); err != nil {
 		return err
@@ -351,9 +357,27 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 	d := time.Since(start)
 	res.CatchUpSeconds = d.Seconds()
 	res.CatchUpRate = float64(target.Seq) / d.Seconds()
+	res.CatchUpCPUPerEvent = float64(processCPU()-cpuBefore) / float64(time.Microsecond) / float64(target.Seq)
+	o.stopProfile("catchup")
 	time.Sleep(wireSettle)
 	res.CatchUpWireIn, _ = late.Node.Federation().Wire()
 	return nil
+}
+
+func (o *Options) startProfile(phase string) error {
+	if o.CPUProfile == nil || o.ProfilePhase != phase {
+		return nil
+	}
+	return pprof.StartCPUProfile(o.CPUProfile)
+}
+
+// stopProfile ends the profile of phase; once only.
+func (o *Options) stopProfile(phase string) {
+	if o.CPUProfile == nil || o.ProfilePhase != phase {
+		return
+	}
+	pprof.StopCPUProfile()
+	o.CPUProfile = nil
 }
 
 func mustRange(r *testnet.Realm, n uint64) []*store.StoredEvent {
