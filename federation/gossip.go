@@ -268,6 +268,9 @@ func (s *Service) announce(raws ...[]byte) {
 // learn takes a descriptor from a peer: a realm new to the directory is
 // followed, and told on to the other peers.
 func (s *Service) learn(ctx context.Context, raw []byte) (*DirEntry, bool, error) {
+	if s.dir.Holds(raw) {
+		return nil, false, nil // checked and followed when it was learned
+	}
 	_, known := s.dir.Key(realmOfDescriptor(raw))
 	e, err := s.dir.Learn(ctx, raw)
 	if err != nil {
