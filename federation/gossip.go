@@ -46,6 +46,10 @@ func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.
 	// topic, so each receiver need forward to few; every forward a peer
 	// already has is bytes on the wire for nothing.
 	params.D, params.Dlo, params.Dhi, params.Dscore, params.Dout, params.Dlazy = 2, 1, 3, 1, 0, 3
+	// Each message ID is offered (IHAVE) at one heartbeat, not three:
+	// every peer on the topic has had the message from the origin, so a
+	// later offer is seldom wanted, and a miss is a gap catch-up fills.
+	params.HistoryGossip = 1
 	return pubsub.NewGossipSub(ctx, h,
 		pubsub.WithGossipSubParams(params),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
