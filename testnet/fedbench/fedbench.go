@@ -71,6 +71,9 @@ type Result struct {
 	EventBytes    float64 `json:"event_bytes_avg"`
 	WireInPerRecv float64 `json:"wire_in_bytes_per_event_per_receiver"`
 	WireRatio     float64 `json:"wire_ratio" jsonschema:"wire bytes in per receiving realm per event, over the event's own size"`
+	// OriginWireIn is what the posting realm took in per event of its own:
+	// copies of its events sent back, control messages, catch-up requests.
+	OriginWireIn float64 `json:"origin_wire_in_bytes_per_event"`
 	// CPUPerPost is the process's CPU time (every realm, and the posting
 	// client) per post while posting and replicating, in milliseconds.
 	CPUPerPost float64 `json:"cpu_ms_per_post"`
@@ -146,7 +149,10 @@ func watch(st *store.Store, origin protocol.Realm) *commits {
 
 func replication(ctx context.Context, o Options, res *Result) error {
 	fmt.Fprintf(o.Progress, "replication: starting %d realms in a mesh\n", o.Realms)
-	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimit: -1, Logger: o.Logger})
+	// Anti-entropy as often as relay serve runs it, not at the testnet's
+	// one second: each pass is bytes on the wire.
+	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimit: -1, Logger: o.Logger,
+		SyncInterval: federation.DefaultConfig().SyncInterval})
 	if err != nil {
 		return err
 	}
@@ -267,6 +273,8 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			in += after - wireBefore[i+1]
 		}
 		res.WireInPerRecv = float64(in) / float64(events) / float64(len(net.Realms)-1)
+		originIn, _ := origin.Node.Federation().Wire()
+		res.OriginWireIn = float64(originIn-wireBefore[0]) / float64(events)
 
 		res.WireRatio = res.WireInPerRecv / res.EventBytes
 		per := float64(events) * float64(len(net.Realms)-1)
