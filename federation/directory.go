@@ -60,11 +60,12 @@ type Directory struct {
 	learn     sync.Mutex // one Learn at a time: the check and the write agree
 	mu        sync.RWMutex
 	entries   map[protocol.Realm]*DirEntry
+	pinned    map[string]bool // the raw descriptor of each entry
 	conflicts map[string]Conflict
 }
 
 func openDirectory(st *store.Store) (*Directory, error) {
-	d := &Directory{st: st, entries: map[protocol.Realm]*DirEntry{}, conflicts: map[string]Conflict{}}
+	d := &Directory{st: st, entries: map[protocol.Realm]*DirEntry{}, pinned: map[string]bool{}, conflicts: map[string]Conflict{}}
 	err := loadLocal(st, pfxDir, func(_, v []byte) error {
 		desc, err := protocol.DecodeDescriptor(v)
 		if err != nil {
@@ -74,7 +75,7 @@ func openDirectory(st *store.Store) (*Directory, error) {
 		if err != nil {
 			return err
 		}
-		d.entries[e.Realm] = e
+		d.set(e)
 		return nil
 	})
 	if err != nil {
@@ -151,8 +152,27 @@ func (d *Directory) Learn(ctx context.Context, raw []byte) (*DirEntry, error) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.entries[e.Realm] = e
+	d.set(e)
 	return e, nil
+}
+
+// set puts e in the directory, in place of the realm's entry before. Called
+// with d.mu held, or before the directory is shared.
+func (d *Directory) set(e *DirEntry) {
+	if old := d.entries[e.Realm]; old != nil {
+		delete(d.pinned, string(old.raw))
+	}
+	d.entries[e.Realm] = e
+	d.pinned[string(e.raw)] = true
+}
+
+// Holds reports whether raw is the very descriptor held for its realm, so
+// that learning it again would tell nothing: peers send every descriptor
+// they know at each exchange of heads.
+func (d *Directory) Holds(raw []byte) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.pinned[string(raw)]
 }
 
 // Key returns the pinned key of realm.

@@ -71,3 +71,37 @@ func TestDirectory(t *testing.T) {
 		t.Fatalf("PinnedKeys: %v %v", pinned, err)
 	}
 }
+
+// TestDirectoryHolds: only the descriptor held for a realm is held; the one
+// it replaced, and any other, are not.
+func TestDirectoryHolds(t *testing.T) {
+	st := openStore(t)
+	ctx := context.Background()
+	d, err := openDirectory(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := descriptor(t, "ainotes", 1, 100), descriptor(t, "ainotes", 1, 200)
+	if _, err := d.Learn(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if !d.Holds(first) || d.Holds(second) {
+		t.Fatal("after the first descriptor")
+	}
+	if _, err := d.Learn(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	if d.Holds(first) || !d.Holds(second) {
+		t.Fatal("after the second descriptor")
+	}
+	if d.Holds(descriptor(t, "ainotes", 2, 300)) {
+		t.Fatal("a conflicting descriptor held")
+	}
+	again, err := openDirectory(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Holds(second) {
+		t.Fatal("after reopen")
+	}
+}

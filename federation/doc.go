@@ -1,4 +1,23 @@
-// Package federation connects realms: the realm's libp2p identity now, and
-// later the host, peering, gossip and catch-up. The realm key is a libp2p
-// ed25519 key, so a realm's event-signing key is also its peer ID.
+// Package federation connects realms: the realm's libp2p identity (its
+// ed25519 key, so a realm's event-signing key is also its peer ID), the
+// host, peering, the realm directory, live propagation over GossipSub and
+// catch-up over the sync protocol.
+//
+// # Tricky bits
+//
+//   - A gossip message is a run of consecutive events of its topic's realm
+//     (batch.go): the origin sends together what it committed while its
+//     last message went out. Every replica decodes every event of a run and
+//     verifies every signature; the run is a unit of transport, not of
+//     trust. A run with a forged event is refused; the authentic events
+//     before the forgery are stored.
+//   - Runs are validated concurrently, so they arrive at the store in any
+//     order. A lane per realm (ingest.go) queues each run at the store as
+//     soon as it follows the runs queued before it, so runs in flight join
+//     the same commits; a run that comes early is held, verified, until the
+//     run before it is queued, and pulled by catch-up if that run has not
+//     come within gapGrace.
+//   - Catch-up verifies only the newest signature of each range: the store
+//     checks every link, and that signature commits to them all.
+//   - Lock order: a lane's mu before Service.mu.
 package federation

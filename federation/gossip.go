@@ -4,21 +4,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
-	"relay/store"
 )
 
 // TopicPrefix names the live topics: one per origin realm. Every message
-// carries its topic, so the name is short.
-const TopicPrefix = "relay/e1/"
+// carries its topic, so the name is short. e2: a message carries a run of
+// events (batch.go).
+const TopicPrefix = "relay/e2/"
 
 // DirectoryTopic carries signed realm descriptors, so that a realm learns of
 // realms it is not peered with (and joins their topics) at once.
@@ -36,7 +36,7 @@ type realmTopic struct {
 // messages/s here); whatever is lost anyway, catch-up repairs. IDONTWANT is
 // sent for every message, so a mesh peer that already has an event is not
 // sent it again.
-func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
+func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.PubSub, error) {
 	params := pubsub.DefaultGossipSubParams()
 	params.IDontWantMessageThreshold = 1
 	params.MaxIDontWantMessages = 100_000
@@ -46,15 +46,20 @@ func newPubSub(ctx context.Context, h host.Host) (*pubsub.PubSub, error) {
 	// topic, so each receiver need forward to few; every forward a peer
 	// already has is bytes on the wire for nothing.
 	params.D, params.Dlo, params.Dhi, params.Dscore, params.Dout, params.Dlazy = 2, 1, 3, 1, 0, 3
+	// Each message ID is offered (IHAVE) at one heartbeat, not three:
+	// every peer on the topic has had the message from the origin, so a
+	// later offer is seldom wanted, and a miss is a gap catch-up fills.
+	params.HistoryGossip = 1
 	return pubsub.NewGossipSub(ctx, h,
 		pubsub.WithGossipSubParams(params),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithNoAuthor(),
 		pubsub.WithMessageIdFn(messageID),
-		pubsub.WithMaxMessageSize(protocol.MaxEventSize+1024),
+		pubsub.WithMaxMessageSize(maxGossipMessage+1024),
 		pubsub.WithPeerOutboundQueueSize(8192),
 		pubsub.WithValidateQueueSize(8192),
 		pubsub.WithPeerScore(scoreParams(), scoreThresholds()),
+		pubsub.WithRawTracer(counts),
 	)
 }
 
@@ -163,33 +168,53 @@ func (s *Service) drain(sub *pubsub.Subscription) {
 	}
 }
 
-// publish sends one of the realm's own events on its topic.
-func (s *Service) publish(se *store.StoredEvent) {
+// publish sends a run of the realm's own events on its topic, as one
+// message.
+func (s *Service) publish(raws [][]byte) {
 	s.mu.Lock()
 	rt := s.topics[s.cfg.Realm]
 	s.mu.Unlock()
 	if rt == nil {
 		return
 	}
-	if err := rt.topic.Publish(s.ctx, se.Raw); err != nil && s.ctx.Err() == nil {
-		s.log.Warn("federation: publish", "seq", se.Event.Seq, "err", err)
+	if err := rt.topic.Publish(s.ctx, encodeRun(raws)); err != nil && s.ctx.Err() == nil {
+		s.log.Warn("federation: publish", "events", len(raws), "err", err)
 	}
-	s.stats.published.Add(1)
+	s.stats.published.Add(uint64(len(raws)))
 }
 
-// validator checks a gossiped event before it is forwarded: well formed,
-// of the topic's realm, signed by the realm's pinned key; then stores it,
-// which checks the chain and every authority rule. Only what this node
-// would store is forwarded; a gap is held and filled by catch-up.
+// gossiped is one decoded event of a gossip message.
+type gossiped struct {
+	ev  *protocol.Event
+	c   cid.Cid
+	raw []byte
+}
+
+// validator checks a gossiped run of events before it is forwarded: well
+// formed, consecutive, of the topic's realm, every event signed by the
+// realm's pinned key; then stores it, which checks the chain and every
+// authority rule. Only what this node would store is forwarded; a gap is
+// held and filled by catch-up. When an event of the run is forged, the
+// message is refused and the authentic events before it are stored.
 func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 	return func(ctx context.Context, from peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 		if from == s.host.ID() {
 			return pubsub.ValidationAccept // our own publication
 		}
-		ev, c, err := protocol.DecodeEvent(m.GetData())
-		if err != nil || ev.Realm != string(realm) {
+		raws, err := splitRun(m.GetData())
+		if err != nil {
 			s.stats.refused("malformed")
 			return pubsub.ValidationReject
+		}
+		run := make([]gossiped, len(raws))
+		for i, raw := range raws {
+			ev, c, err := protocol.DecodeEvent(raw)
+			if err != nil || ev.Realm != string(realm) ||
+				i > 0 && (ev.Seq != run[i-1].ev.Seq+1 || !ev.Prev.Cid.Equals(run[i-1].c)) {
+				s.stats.refused("malformed")
+				return pubsub.ValidationReject
+			}
+			run[i] = gossiped{ev, c, raw}
 		}
 		if realm == s.cfg.Realm || s.refusing(realm) {
 			return pubsub.ValidationIgnore
@@ -199,172 +224,17 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 			s.kick(from)
 			return pubsub.ValidationIgnore
 		}
-		if err := ev.Verify(key); err != nil {
-			s.stats.refused("signature")
-			s.log.Warn("federation: forged event refused", "realm", realm, "seq", ev.Seq, "from", from)
-			return pubsub.ValidationReject
-		}
-		raw := m.GetData()
-		_, err = s.st.IngestDecoded(ctx, ev, c, raw, verified)
-		switch {
-		case err == nil:
-			s.stats.received("gossip", 1)
-			s.flushPending(realm)
-			s.retryWaiting()
-			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrDuplicate):
-			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrGap), errors.Is(err, store.ErrDependency):
-			// Early: after a gap, or before a record of another realm it
-			// refers to. Held until it follows; signed by its realm, so it
-			// travels on to those who may need it.
-			if errors.Is(err, store.ErrDependency) {
-				s.stats.refused("waiting")
-			}
-			s.hold(realm, ev.Seq, raw, from)
-			return pubsub.ValidationAccept
-		case errors.Is(err, store.ErrEquivocation):
-			// Signed by its realm: the peer that relayed it may be honest
-			// (each branch is valid somewhere), so it is not scored down.
-			s.quarantine(realm, fmt.Sprintf("equivocation at seq %d: %s", ev.Seq, c))
-			return pubsub.ValidationIgnore
-		case errors.Is(err, protocol.ErrChainBroken):
-			s.stats.refused("chain")
-			s.kick(from) // a fork below the head: catch-up collects the evidence
-			return pubsub.ValidationReject
-		case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
-			return pubsub.ValidationIgnore
-		default:
-			s.refuseEvent(realm, ev, err)
-			return pubsub.ValidationReject
-		}
-	}
-}
-
-// verified is the verify function for events whose signature was checked.
-func verified(*protocol.Event) error { return nil }
-
-// refuseEvent handles an event that is signed by its realm and breaks a
-// rule of the log (authority, a malformed payload): its realm's chain
-// cannot go on past it here, so the realm is quarantined.
-func (s *Service) refuseEvent(realm protocol.Realm, ev *protocol.Event, err error) {
-	s.stats.refused("rule")
-	s.log.Warn("federation: event refused", "realm", realm, "seq", ev.Seq, "type", ev.Type, "err", err)
-	s.quarantine(realm, fmt.Sprintf("event %d (%s) refused: %v", ev.Seq, ev.Type, err))
-}
-
-// gapGrace is how long a gap in gossip may last before catch-up is asked
-// to fill it: validations run concurrently, so an event often arrives a
-// moment before the one it follows, and under load the one it follows may
-// be a while in a queue; pulling it too would only send it twice.
-const gapGrace = time.Second
-
-// holdWindow is how far ahead of the held head a gossiped event is kept;
-// farther ones are left to catch-up, so a realm signing far-future events
-// cannot fill memory.
-const holdWindow = maxRangeEvents
-
-// hold keeps a gossiped event that arrived ahead of the held chain, and
-// asks from for a catch-up pass if the gap outlives gapGrace.
-func (s *Service) hold(realm protocol.Realm, seq uint64, raw []byte, from peer.ID) {
-	if heads, err := s.st.Heads(); err != nil || seq > heads[realm].Seq+holdWindow {
-		s.kick(from)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := s.pending[realm]
-	if m == nil {
-		m = map[uint64][]byte{}
-		s.pending[realm] = m
-	}
-	if len(m) < 10_000 {
-		m[seq] = append([]byte(nil), raw...)
-	}
-	if s.gapTimers[realm] {
-		return
-	}
-	s.gapTimers[realm] = true
-	time.AfterFunc(gapGrace, func() {
-		s.mu.Lock()
-		delete(s.gapTimers, realm)
-		gapped := len(s.pending[realm]) > 0
-		s.mu.Unlock()
-		if gapped && s.ctx.Err() == nil {
-			s.flushPending(realm)
-			s.mu.Lock()
-			gapped = len(s.pending[realm]) > 0
-			s.mu.Unlock()
-			if gapped {
-				s.kick(from)
+		for i, g := range run {
+			if err := g.ev.Verify(key); err != nil {
+				s.stats.refused("signature")
+				s.log.Warn("federation: forged event refused", "realm", realm, "seq", g.ev.Seq, "from", from)
+				if i > 0 {
+					s.ingestRun(ctx, realm, run[:i], from)
+				}
+				return pubsub.ValidationReject
 			}
 		}
-	})
-}
-
-// flushPending stores the held events that now follow the chain.
-func (s *Service) flushPending(realm protocol.Realm) {
-	for {
-		heads, err := s.st.Heads()
-		if err != nil {
-			return
-		}
-		next := heads[realm].Seq + 1
-		s.mu.Lock()
-		m := s.pending[realm]
-		for seq := range m {
-			if seq < next {
-				delete(m, seq)
-			}
-		}
-		var run [][]byte
-		for seq := next; m[seq] != nil; seq++ {
-			run = append(run, m[seq])
-			delete(m, seq)
-		}
-		s.mu.Unlock()
-		if len(run) == 0 {
-			return
-		}
-		key, ok := s.dir.Key(realm)
-		if !ok {
-			return
-		}
-		n, err := s.st.IngestChain(s.ctx, run, func(ev *protocol.Event) error { return ev.Verify(key) })
-		if errors.Is(err, store.ErrDependency) {
-			// It waits for another realm's record: keep it for then.
-			s.mu.Lock()
-			for i, raw := range run {
-				m[next+uint64(i)] = raw
-			}
-			s.mu.Unlock()
-			return
-		}
-		if err != nil {
-			s.runFailed(s.ctx, realm, run, err)
-			return
-		}
-		s.stats.received("gossip", n)
-	}
-}
-
-// retryWaiting tries again the held events of every realm: one may have
-// waited for a record that has just arrived.
-func (s *Service) retryWaiting() {
-	if !s.retrying.CompareAndSwap(false, true) {
-		return
-	}
-	defer s.retrying.Store(false)
-	s.mu.Lock()
-	var realms []protocol.Realm
-	for r, m := range s.pending {
-		if len(m) > 0 {
-			realms = append(realms, r)
-		}
-	}
-	s.mu.Unlock()
-	for _, r := range realms {
-		s.flushPending(r)
+		return s.ingestRun(ctx, realm, run, from)
 	}
 }
 
@@ -402,6 +272,9 @@ func (s *Service) announce(raws ...[]byte) {
 // learn takes a descriptor from a peer: a realm new to the directory is
 // followed, and told on to the other peers.
 func (s *Service) learn(ctx context.Context, raw []byte) (*DirEntry, bool, error) {
+	if s.dir.Holds(raw) {
+		return nil, false, nil // checked and followed when it was learned
+	}
 	_, known := s.dir.Key(realmOfDescriptor(raw))
 	e, err := s.dir.Learn(ctx, raw)
 	if err != nil {

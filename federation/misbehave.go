@@ -26,8 +26,15 @@ func (m Misbehaver) Sign(ev *protocol.Event) ([]byte, cid.Cid, error) {
 	return ev.Sign(m.s.cfg.Identity.Signing)
 }
 
-// Publish sends raw on realm's topic, joining it first if need be.
-func (m Misbehaver) Publish(realm protocol.Realm, raw []byte) error {
+// Publish sends raws on realm's topic as one gossip message, joining the
+// topic first if need be.
+func (m Misbehaver) Publish(realm protocol.Realm, raws ...[]byte) error {
+	return m.PublishMessage(realm, encodeRun(raws))
+}
+
+// PublishMessage sends data on realm's topic as it is, joining the topic
+// first if need be.
+func (m Misbehaver) PublishMessage(realm protocol.Realm, data []byte) error {
 	m.s.follow(realm)
 	m.s.mu.Lock()
 	rt := m.s.topics[realm]
@@ -35,7 +42,7 @@ func (m Misbehaver) Publish(realm protocol.Realm, raw []byte) error {
 	if rt == nil {
 		return ErrUnknownPeer
 	}
-	return rt.topic.Publish(m.s.ctx, raw)
+	return rt.topic.Publish(m.s.ctx, data)
 }
 
 // TopicPeers is how many peers the node sees on realm's topic.

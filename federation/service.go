@@ -78,7 +78,8 @@ type Service struct {
 	topics      map[protocol.Realm]*realmTopic
 	blocked     map[protocol.Realm]Block
 	quarantined map[protocol.Realm]Quarantine
-	pending     map[protocol.Realm]map[uint64][]byte // gossiped events beyond the held head
+	pending     map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
+	lanes       map[protocol.Realm]*lane
 	pulling     map[protocol.Realm]bool
 	gapTimers   map[protocol.Realm]bool // a gap check is scheduled
 	retrying    atomic.Bool             // retryWaiting is running
@@ -113,7 +114,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
 		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{},
-		pending: map[protocol.Realm]map[uint64][]byte{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
+		pending: map[protocol.Realm]map[uint64]gossiped{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
 	s.bw = metrics.NewBandwidthCounter()
@@ -144,7 +145,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		s.host.Close()
 		return nil, err
 	}
-	if s.ps, err = newPubSub(s.ctx, s.host); err != nil {
+	if s.ps, err = newPubSub(s.ctx, s.host, &s.stats.gossip); err != nil {
 		s.cancel()
 		s.host.Close()
 		return nil, err
@@ -247,11 +248,30 @@ func (s *Service) publishLoop() {
 		case <-s.ctx.Done():
 			return
 		case evs := <-s.outbox:
-			for _, se := range evs {
-				if se.Event.Realm == string(s.cfg.Realm) {
-					s.publish(se)
+			own := s.ownEvents(nil, evs)
+			// What committed while the last message was sent goes out
+			// together: one message for several events under load.
+			for more := true; more; {
+				select {
+				case evs := <-s.outbox:
+					own = s.ownEvents(own, evs)
+				default:
+					more = false
 				}
+			}
+			for _, run := range runs(own) {
+				s.publish(run)
 			}
 		}
 	}
+}
+
+// ownEvents appends the realm's own events of evs to own.
+func (s *Service) ownEvents(own, evs []*store.StoredEvent) []*store.StoredEvent {
+	for _, se := range evs {
+		if se.Event.Realm == string(s.cfg.Realm) {
+			own = append(own, se)
+		}
+	}
+	return own
 }

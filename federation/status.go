@@ -17,6 +17,7 @@ import (
 type stats struct {
 	published atomic.Uint64
 	dropped   atomic.Uint64
+	gossip    gossipCounts
 
 	mu       sync.Mutex
 	got      map[string]uint64                // by way: gossip, catchup
@@ -61,13 +62,14 @@ type Counters struct {
 	Unsent    uint64            `json:"unsent" jsonschema:"own events not gossiped because the publisher fell behind; catch-up carries them"`
 	Received  map[string]uint64 `json:"received" jsonschema:"events stored from peers, by way (gossip, catchup)"`
 	Refused   map[string]uint64 `json:"refused" jsonschema:"events and requests refused, by cause"`
+	Gossip    GossipCounters    `json:"gossip" jsonschema:"what GossipSub took in: message copies and control IDs"`
 }
 
 // Counters returns the totals.
 func (s *Service) Counters() Counters {
 	s.stats.mu.Lock()
 	defer s.stats.mu.Unlock()
-	c := Counters{Published: s.stats.published.Load(), Unsent: s.stats.dropped.Load(), Received: map[string]uint64{}, Refused: map[string]uint64{}}
+	c := Counters{Published: s.stats.published.Load(), Unsent: s.stats.dropped.Load(), Received: map[string]uint64{}, Refused: map[string]uint64{}, Gossip: s.stats.gossip.totals()}
 	for k, v := range s.stats.got {
 		c.Received[k] = v
 	}

@@ -428,21 +428,36 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		s.mu.Unlock()
 	}()
 	type fetched struct {
-		raws [][]byte
-		err  error
+		limit uint64
+		raws  [][]byte
+		err   error
 	}
-	// One range is fetched while the ones before are stored, and up to
-	// maxQueuedRuns are queued at the store at once: the committer checks
-	// and projects one while the writer syncs the one before.
-	next := make(chan fetched, 1)
-	fetch := func(at uint64) {
-		limit := defaultRangeSize
-		if left := to - at + 1; left < uint64(limit) {
-			limit = int(left)
+	// Up to fetchAhead ranges are fetched at once, on streams of their own,
+	// while the ones before are stored; and up to maxQueuedRuns are queued
+	// at the store at once: the committer checks and projects one while
+	// the writer syncs the one before.
+	var fetching []chan fetched // in seq order
+	next := from                // the first seq not yet asked for
+	ask := func() {
+		for len(fetching) < fetchAhead && next <= to {
+			at, limit := next, min(uint64(pullRangeSize), to-next+1)
+			ch := make(chan fetched, 1)
+			go func() {
+				raws, err := s.fetchRange(ctx, p, realm, at, int(limit))
+				ch <- fetched{limit, raws, err}
+			}()
+			fetching = append(fetching, ch)
+			next += limit
 		}
-		raws, err := s.fetchRange(ctx, p, realm, at, limit)
-		next <- fetched{raws, err}
 	}
+	// abandon waits for the ranges in flight and forgets them.
+	abandon := func() {
+		for _, ch := range fetching {
+			<-ch
+		}
+		fetching = nil
+	}
+	defer abandon()
 	type queued struct {
 		raws [][]byte
 		wait func() (int, error)
@@ -468,9 +483,10 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		}
 		return nil
 	}
-	go fetch(from)
-	for from <= to {
-		f := <-next
+	ask()
+	for from <= to && len(fetching) > 0 {
+		f := <-fetching[0]
+		fetching = fetching[1:]
 		if f.err != nil {
 			settle(0)
 			return f.err
@@ -479,9 +495,13 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 			break
 		}
 		at := from + uint64(len(f.raws))
-		if at <= to {
-			go fetch(at)
+		if uint64(len(f.raws)) < f.limit {
+			// A short answer (the peer's byte budget): the ranges asked
+			// for after it start beyond its end. Ask again from there.
+			abandon()
+			next = at
 		}
+		ask()
 		wait, err := s.st.QueueChain(ctx, f.raws, verifyWith(key))
 		if err == nil {
 			runs = append(runs, queued{f.raws, wait})
@@ -491,9 +511,6 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 			err = s.ingestFailed(realm, err)
 		}
 		if err != nil {
-			if at <= to {
-				<-next
-			}
 			return err
 		}
 		from = at
@@ -508,6 +525,15 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 
 // maxQueuedRuns is how many ranges catch-up has queued at the store at once.
 const maxQueuedRuns = 3
+
+// fetchAhead is how many ranges catch-up fetches from a peer at once: the
+// peer reads one while this node reads the one before off the wire, and
+// neither waits for a stream to open.
+const fetchAhead = 3
+
+// pullRangeSize is the events catch-up asks for in one range: the most a
+// peer sends, so streams are opened and store ops queued for many events.
+const pullRangeSize = maxRangeEvents
 
 // runFailed sorts out a run that did not store. When a signed event of the
 // run broke a rule of the log, the events before it are stored one by one

@@ -97,8 +97,17 @@ func TestReplyAcrossRealms(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range net.Realms {
+		// The heads may agree a moment before r1 has decided on the reply
+		// it just received: wait for the decision.
 		var m postAnswer
-		call(t, r, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			call(t, r, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
+			if m.Message.Status != "pending" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 		if m.Message.Status != "refused" || m.Message.Refusal == nil || m.Message.Refusal.Reason != "thread_closed" {
 			t.Fatalf("%s: %s is %+v", r.Name, out.Message.ID, m.Message)
 		}

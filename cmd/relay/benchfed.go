@@ -27,6 +27,8 @@ func benchFederationCommand() *cli.Command {
 			&cli.IntFlag{Name: "rate", Value: def.Rate, Usage: "posts per second offered at the first realm", EnvVars: []string{"RELAY_BENCH_RATE"}},
 			&cli.DurationFlag{Name: "duration", Value: def.Duration, Usage: "how long to post", EnvVars: []string{"RELAY_BENCH_DURATION"}},
 			&cli.IntFlag{Name: "posters", Value: def.Posters, Usage: "agents posting at once", EnvVars: []string{"RELAY_BENCH_POSTERS"}},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the process during one phase to `FILE`", EnvVars: []string{"RELAY_BENCH_CPUPROFILE"}},
+			&cli.StringFlag{Name: "cpuprofile-phase", Value: def.ProfilePhase, Usage: "the phase --cpuprofile covers: replication or catchup", EnvVars: []string{"RELAY_BENCH_CPUPROFILE_PHASE"}},
 			&cli.IntFlag{Name: "catchup", Value: def.CatchUpEvents, Usage: "events the late realm catches up (0 skips the phase)", EnvVars: []string{"RELAY_BENCH_CATCHUP"}},
 		},
 		Action: func(c *cli.Context) error {
@@ -35,6 +37,15 @@ func benchFederationCommand() *cli.Command {
 			o := fedbench.DefaultOptions()
 			o.Realms, o.Rate, o.Duration = c.Int("realms"), c.Int("rate"), c.Duration("duration")
 			o.Posters, o.CatchUpEvents = c.Int("posters"), c.Int("catchup")
+			if path := c.String("cpuprofile"); path != "" {
+				f, err := os.Create(path)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				o.CPUProfile = f
+				o.ProfilePhase = c.String("cpuprofile-phase")
+			}
 			o.Logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelError}))
 			o.Progress = c.App.ErrWriter
 			res, err := fedbench.Run(ctx, o)

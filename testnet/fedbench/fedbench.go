@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"relay/federation"
 	"relay/protocol"
 	"relay/store"
 	"relay/testnet"
@@ -33,14 +35,19 @@ type Options struct {
 	// CatchUpEvents is how many events the late realm catches up; 0 skips
 	// the phase.
 	CatchUpEvents int
-	Logger        *slog.Logger
-	Progress      io.Writer
+	// CPUProfile, when set, receives a CPU profile of the process during
+	// ProfilePhase: "replication" (while posting) or "catchup" (while the
+	// late realm catches up).
+	CPUProfile   io.Writer
+	ProfilePhase string
+	Logger       *slog.Logger
+	Progress     io.Writer
 }
 
 // DefaultOptions are the issue's conditions: 5 realms, 1,000 posts/s,
 // 100,000 events to catch up.
 func DefaultOptions() Options {
-	return Options{Realms: 5, Rate: 1000, Duration: 10 * time.Second, Posters: 64, CatchUpEvents: 100_000}
+	return Options{Realms: 5, Rate: 1000, Duration: 10 * time.Second, Posters: 64, CatchUpEvents: 100_000, ProfilePhase: "replication"}
 }
 
 // Latency is a distribution in milliseconds.
@@ -64,6 +71,16 @@ type Result struct {
 	EventBytes    float64 `json:"event_bytes_avg"`
 	WireInPerRecv float64 `json:"wire_in_bytes_per_event_per_receiver"`
 	WireRatio     float64 `json:"wire_ratio" jsonschema:"wire bytes in per receiving realm per event, over the event's own size"`
+	// OriginWireIn is what the posting realm took in per event of its own:
+	// copies of its events sent back, control messages, catch-up requests.
+	OriginWireIn float64 `json:"origin_wire_in_bytes_per_event"`
+	// CPUPerPost is the process's CPU time (every realm, and the posting
+	// client) per post while posting and replicating, in milliseconds.
+	CPUPerPost float64 `json:"cpu_ms_per_post"`
+	// Per receiving realm and origin event: how each was stored (gossip,
+	// catch-up), and the gossip copies and control IDs that came with it.
+	Received map[string]float64 `json:"received_per_event_per_receiver"`
+	Gossip   GossipPerEvent     `json:"gossip_per_event_per_receiver"`
 
 	CatchUpEvents   int     `json:"catchup_events,omitempty"`
 	FillRate        float64 `json:"fill_events_per_s,omitempty"`
@@ -71,6 +88,18 @@ type Result struct {
 	CatchUpRate     float64 `json:"catchup_events_per_s,omitempty"`
 	CatchUpWireIn   int64   `json:"catchup_wire_in_bytes,omitempty"`
 	CatchUpLogBytes int64   `json:"catchup_log_bytes,omitempty"`
+	// CatchUpCPUPerEvent is the process's CPU time (both realms) per event
+	// caught up, in microseconds.
+	CatchUpCPUPerEvent float64 `json:"catchup_cpu_us_per_event,omitempty"`
+}
+
+// GossipPerEvent is federation.GossipCounters per event and receiver.
+type GossipPerEvent struct {
+	Messages   float64 `json:"messages"`
+	Duplicates float64 `json:"duplicates"`
+	IHave      float64 `json:"ihave_ids"`
+	IWant      float64 `json:"iwant_ids"`
+	IDontWant  float64 `json:"idontwant_ids"`
 }
 
 // wireSettle is how long to wait before reading the bandwidth counters,
@@ -120,7 +149,10 @@ func watch(st *store.Store, origin protocol.Realm) *commits {
 
 func replication(ctx context.Context, o Options, res *Result) error {
 	fmt.Fprintf(o.Progress, "replication: starting %d realms in a mesh\n", o.Realms)
-	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimit: -1, Logger: o.Logger})
+	// Anti-entropy as often as relay serve runs it, not at the testnet's
+	// one second: each pass is bytes on the wire.
+	net, err := testnet.Start(testnet.Config{Realms: o.Realms, Topology: testnet.Mesh, RateLimit: -1, Logger: o.Logger,
+		SyncInterval: federation.DefaultConfig().SyncInterval})
 	if err != nil {
 		return err
 	}
@@ -146,9 +178,15 @@ func replication(ctx context.Context, o Options, res *Result) error {
 		recs[i] = watch(r.Node.Store(), oname)
 	}
 	wireBefore := make([]int64, len(net.Realms))
+	countsBefore := make([]federation.Counters, len(net.Realms))
 	for i, r := range net.Realms {
 		wireBefore[i], _ = r.Node.Federation().Wire()
+		countsBefore[i] = r.Node.Federation().Counters()
 	}
+	if err := o.startProfile("replication"); err != nil {
+		return err
+	}
+	cpuBefore := processCPU()
 
 	fmt.Fprintf(o.Progress, "replication: %d posts/s for %v at %s\n", o.Rate, o.Duration, origin.Name)
 	post := bench.HTTPPoster(client, origin.URL, agents)
@@ -194,6 +232,8 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	cpu := processCPU() - cpuBefore
+	o.stopProfile("replication")
 	// libp2p's bandwidth counters add up once a second.
 	time.Sleep(wireSettle)
 
@@ -233,8 +273,26 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			in += after - wireBefore[i+1]
 		}
 		res.WireInPerRecv = float64(in) / float64(events) / float64(len(net.Realms)-1)
+		originIn, _ := origin.Node.Federation().Wire()
+		res.OriginWireIn = float64(originIn-wireBefore[0]) / float64(events)
 
 		res.WireRatio = res.WireInPerRecv / res.EventBytes
+		per := float64(events) * float64(len(net.Realms)-1)
+		res.Received = map[string]float64{}
+		for i, r := range net.Realms[1:] {
+			c, b := r.Node.Federation().Counters(), countsBefore[i+1]
+			for way, n := range c.Received {
+				res.Received[way] += float64(n-b.Received[way]) / per
+			}
+			res.Gossip.Messages += float64(c.Gossip.Messages-b.Gossip.Messages) / per
+			res.Gossip.Duplicates += float64(c.Gossip.Duplicates-b.Gossip.Duplicates) / per
+			res.Gossip.IHave += float64(c.Gossip.IHave-b.Gossip.IHave) / per
+			res.Gossip.IWant += float64(c.Gossip.IWant-b.Gossip.IWant) / per
+			res.Gossip.IDontWant += float64(c.Gossip.IDontWant-b.Gossip.IDontWant) / per
+		}
+	}
+	if res.Posts > 0 {
+		res.CPUPerPost = float64(cpu) / float64(time.Millisecond) / float64(res.Posts)
 	}
 	return nil
 }
@@ -285,6 +343,11 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if err := o.startProfile("catchup"); err != nil {
+		return err
+	}
+	defer o.stopProfile("catchup")
+	cpuBefore := processCPU()
 	start = time.Now()
 	if err := net.Link(0, 1); err != nil {
 		return err
@@ -302,9 +365,27 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 	d := time.Since(start)
 	res.CatchUpSeconds = d.Seconds()
 	res.CatchUpRate = float64(target.Seq) / d.Seconds()
+	res.CatchUpCPUPerEvent = float64(processCPU()-cpuBefore) / float64(time.Microsecond) / float64(target.Seq)
+	o.stopProfile("catchup")
 	time.Sleep(wireSettle)
 	res.CatchUpWireIn, _ = late.Node.Federation().Wire()
 	return nil
+}
+
+func (o *Options) startProfile(phase string) error {
+	if o.CPUProfile == nil || o.ProfilePhase != phase {
+		return nil
+	}
+	return pprof.StartCPUProfile(o.CPUProfile)
+}
+
+// stopProfile ends the profile of phase; once only.
+func (o *Options) stopProfile(phase string) {
+	if o.CPUProfile == nil || o.ProfilePhase != phase {
+		return
+	}
+	pprof.StopCPUProfile()
+	o.CPUProfile = nil
 }
 
 func mustRange(r *testnet.Realm, n uint64) []*store.StoredEvent {

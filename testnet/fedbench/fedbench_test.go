@@ -21,10 +21,13 @@ func TestRunSmoke(t *testing.T) {
 	if res.Missing != 0 || res.Replication.N != 2*res.Posts || res.Failures != 0 {
 		t.Fatalf("replication: %+v", res)
 	}
-	if res.EventBytes <= 0 || res.WireRatio <= 0 || res.Replication.P50 <= 0 {
+	if res.EventBytes <= 0 || res.WireRatio <= 0 || res.Replication.P50 <= 0 || res.CPUPerPost <= 0 {
 		t.Fatalf("figures: %+v", res)
 	}
-	if res.CatchUpEvents < 300 || res.CatchUpRate <= 0 || res.CatchUpWireIn <= 0 {
+	if got := res.Received["gossip"] + res.Received["catchup"]; got < 0.99 || res.Gossip.Messages <= 0 {
+		t.Fatalf("events stored per event and receiver: %v; gossip %+v", res.Received, res.Gossip)
+	}
+	if res.CatchUpEvents < 300 || res.CatchUpRate <= 0 || res.CatchUpWireIn <= 0 || res.CatchUpCPUPerEvent <= 0 {
 		t.Fatalf("catch-up: %+v", res)
 	}
 }

@@ -1,0 +1,98 @@
+package testnet
+
+import (
+	"testing"
+	"time"
+
+	"relay/protocol"
+)
+
+// TestGossipRuns has r4 publish runs of its own events itself, out of
+// order and the last one with a forged event in it: the honest events of
+// every run land in order, the forged one nowhere, and r4 is not
+// quarantined (a forgery is the sender's fault, not the realm's).
+func TestGossipRuns(t *testing.T) {
+	net, err := Start(Config{Realms: 4, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r4 := net.Realms[3]
+	openThreads(t, r4, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	m := r4.Node.Federation().Misbehave()
+	forger := net.Realms[2].Node.Federation().Misbehave()
+	deadline := time.Now().Add(20 * time.Second)
+	for m.TopicPeers("r4") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("r4's topic has no peers")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Seven events after r4's head, signed by r4 but never stored there;
+	// the seventh is signed by r3's key instead.
+	var raws [][]byte
+	ev := nextEvent(t, r4, "test.note", map[string]any{"n": 0})
+	var last *protocol.Event
+	for i := range 7 {
+		if i > 0 {
+			ev = &protocol.Event{Realm: "r4", Seq: last.Seq + 1, Prev: protocol.Link{Cid: protocol.CIDOf(raws[i-1])},
+				Type: "test.note", At: time.Now().UnixMilli(), Author: "human:operator", Data: ev.Data}
+		}
+		sign := m.Sign
+		if i == 6 {
+			sign = forger.Sign
+		}
+		raw, _, err := sign(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raws = append(raws, raw)
+		last = ev
+	}
+	base := last.Seq - 7
+	for _, run := range [][][]byte{raws[2:4], raws[0:2], raws[4:7]} {
+		if err := m.Publish("r4", run...); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Every honest realm ends at the last authentic event (by gossip, or
+	// by catch-up from a realm that stored it); at least one refused the
+	// forged one (a realm the run did not reach directly never sees it:
+	// a refused message is not forwarded).
+	want := protocol.CIDOf(raws[5])
+	refused := uint64(0)
+	for _, r := range net.Realms[:3] {
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			h, _ := r.Node.Store().Heads()
+			if h["r4"].Seq == base+6 && h["r4"].CID.Equals(want) {
+				break
+			}
+			if h["r4"].Seq > base+6 {
+				t.Fatalf("%s stored r4 up to %d: the forged event", r.Name, h["r4"].Seq)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: r4 at %d, want %d; %+v", r.Name, h["r4"].Seq, base+6, r.Node.Federation().Counters())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		refused += r.Node.Federation().Counters().Refused["signature"]
+		rs, err := r.Node.Federation().Realms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range rs {
+			if s.Quarantined != "" {
+				t.Fatalf("%s quarantined %s: %s", r.Name, s.Realm, s.Quarantined)
+			}
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no realm refused the forged event")
+	}
+}
