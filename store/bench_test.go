@@ -97,7 +97,7 @@ func BenchmarkSubmit32Writers(b *testing.B) {
 	ctx := context.Background()
 	var next atomic.Int64
 	lats := make([][]time.Duration, writers)
-	commits, syncs := s.commits.Load(), s.syncs.Load()
+	commits := s.commits.Load()
 	b.ResetTimer()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -118,8 +118,5 @@ func BenchmarkSubmit32Writers(b *testing.B) {
 	report(b, elapsed, slices.Concat(lats...))
 	if c := s.commits.Load() - commits; c > 0 {
 		b.ReportMetric(float64(b.N)/float64(c), "ops/commit")
-	}
-	if n := s.syncs.Load() - syncs; n > 0 {
-		b.ReportMetric(float64(b.N)/float64(n), "ops/sync")
 	}
 }

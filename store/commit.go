@@ -58,9 +58,6 @@ type batch struct {
 	// the batch replaces it; nothing changes it once the batch is handed off.
 	writes map[string]write
 	order  []string
-	big    bool // a kept write is large enough for Badger's value log
-
-	drain chan struct{} // set on a drain marker only: closed once everything before it is acked
 }
 
 // Submit runs fn on the committer, in a batch with other ops. If fn returns
@@ -417,16 +414,16 @@ func (c *committer) handedOff() {
 	c.cur = c.newBatch()
 }
 
-// drain hands off the current batch and waits until every batch handed
-// off is committed (or failed), synced and acked.
+// drain hands off the current batch and waits until the writer has
+// finished everything handed to it.
 func (c *committer) drain() {
 	if len(c.cur.ops) > 0 {
 		c.s.handoff <- c.cur
 		c.handedOff()
 	}
-	done := make(chan struct{})
-	c.s.handoff <- &batch{drain: done}
-	<-done
+	// The writer receives only when idle, so once it takes this marker every
+	// batch before it is committed (or failed) and acked.
+	c.s.handoff <- nil
 }
 
 // refresh switches to the newest snapshot the writer published, if any, and
@@ -535,12 +532,10 @@ func (c *committer) run(o *op) {
 	}
 	// The writer cannot fail an op alone once later ops have read its
 	// writes, so what Badger would refuse is refused here.
-	big, err := c.s.fits(tx)
-	if err != nil {
+	if err := c.s.fits(tx); err != nil {
 		o.res = opResult{err: fmt.Errorf("store: write: %w", err)}
 		return
 	}
-	b.big = b.big || big
 	o.tx = tx
 	for _, k := range tx.order {
 		if _, ok := b.writes[k]; !ok {

@@ -5,13 +5,12 @@
 // Appending an event and updating every projection it touches happen in one
 // Badger transaction, so projections never disagree with the log and can be
 // rebuilt from it (Rebuild). A write is acknowledged only once durable:
-// Submit, Ingest and Restore return after the commit of the transaction
-// holding their op and an fsync after it.
+// Badger runs with SyncWrites, and Submit, Ingest and Restore return after the
+// commit of the transaction holding their op.
 //
 // # The pipeline
 //
-// Writes go through three goroutines, so that running ops, committing and
-// syncing overlap:
+// Writes go through two goroutines, so that running ops overlaps the fsync:
 //
 //   - The committer (stage 1) runs ops one at a time (fn, building and
 //     signing the event, projectors), each into its own overlay, and adds
@@ -19,24 +18,14 @@
 //     batch over and starts the next one at once.
 //   - The writer (stage 2) takes batches in order, moves the kept ops'
 //     overlays into a Badger transaction (blind writes: it never reads),
-//     commits it without a sync, opens a fresh read-only snapshot for the
-//     committer and queues the batch's ops for the syncer.
-//   - The syncer (stage 3, sync.go) takes everything queued, syncs once,
-//     then publishes the heads and sequence reached, acks the ops in order
-//     and hands the new events to the watchers. While it syncs, the writer
-//     commits the next batches, which the next sync covers together.
+//     commits it with an fsync, publishes the heads and sequence reached,
+//     acks the batch's ops and opens a fresh read-only snapshot for the
+//     committer.
 //
-// Badger itself runs without SyncWrites: its Sync flushes the current
-// write-ahead log (and value log file). When Badger rotates a memtable out,
-// it says so in a debug line, under its write lock, before it opens the
-// next log; the store then syncs the old logs, so none of the next log's
-// writes can outlive an earlier one in a crash: Badger recovers a prefix of
-// the commits, as with SyncWrites. The committer → writer hand-off is
-// unbuffered and a batch holds at most MaxBatch ops; the writer → syncer
-// queue holds 64 items, whose ops keep only their heads, sequence and
-// events once committed: memory is bounded. A lone writer pays one fsync per
-// op; under load an fsync covers the batches committed during the previous
-// one.
+// The hand-off is unbuffered: one batch commits while the next fills, and a
+// batch holds at most MaxBatch ops, so memory is bounded. A lone writer pays
+// one fsync per op; under load a batch holds the ops that arrived during the
+// previous commit.
 //
 // # Key layout
 //
@@ -68,20 +57,16 @@
 //     Restore appends many checked events in one op (the bulk path of an
 //     import).
 //   - batch: the ops the committer hands to the writer at once; committed by
-//     one Badger transaction, or several when it is too big.
-//   - round: the batches one sync makes durable.
+//     one Badger transaction (one fsync), or several when it is too big.
 //   - overlay: an op's buffered writes; a batch's overlay merges its kept
 //     ops' overlays.
 //   - snapshot: the committer's long-lived read-only Badger transaction.
 //
 // # Invariants
 //
-//   - One goroutine runs ops (the committer), one commits (the writer), one
-//     syncs and acks (the syncer). Reads (View and the read methods) run
-//     concurrently on Badger snapshots and see durable state only: View
-//     opens its snapshot, then waits until every batch the writer had begun
-//     to commit is synced (waitDurable), so nothing a reader sees, or hands
-//     to a peer, a feed or a mirror, can be lost to a crash.
+//   - One goroutine runs ops (the committer), one commits (the writer).
+//     Reads (View and the read methods) run concurrently on Badger snapshots
+//     and see committed state only.
 //   - An op reads, newest first: its own overlay, the earlier kept ops of its
 //     batch, every batch handed to the writer that its snapshot does not
 //     hold, then the snapshot. That is exactly the state the ops before it
@@ -91,14 +76,12 @@
 //   - The writer commits batches in hand-off order and ops in run order; it
 //     never drops a kept op alone, since later ops may have read its writes.
 //   - Heads and the node sequence that Heads, Sequence and State report
-//     advance only after a successful commit and sync, by the ops it held. The
+//     advance only after a successful commit, by the ops it held. The
 //     committer keeps its own copy, ahead of them by the batches in flight.
 //   - Sequence() = m/seq = the last e/s/ key; Open refuses a store where they
 //     disagree.
-//   - After a failed commit or sync the store is failed: no op is ever
-//     committed again by this Store value, none is acked as durable any
-//     more (a later fsync may report success for data a failed one lost),
-//     and View refuses (ErrFailed) what was not synced before the failure.
+//   - After a failed commit the store is failed: no op is ever committed
+//     again by this Store value.
 //
 // # Tricky bits
 //
@@ -133,29 +116,19 @@
 //     every later Submit, Ingest and Rebuild get ErrFailed wrapping the
 //     cause, and State().Status is "failed". The committer's heads and
 //     sequence are no longer trusted; the reported ones stay at the last good
-//     commit and sync. Badger may have kept part or all of the failed batch (in the
+//     commit. Badger may have kept part or all of the failed batch (in the
 //     memtable, visible to reads, or on disk): reopening recovers the state
 //     its log holds, each transaction all or none.
 //   - Errors that keep writes. Ingest of an equivocation returns
 //     ErrEquivocation yet commits the evidence (keepWrites).
 //   - Acks. Every op of a batch, failed ones included, is answered by the
-//     syncer after the commit and sync of its batch (and so of every batch
-//     before), so a refusal never reports state that did not become durable.
-//     A failed sync fails the store and every op of its round.
+//     writer after the commit of its batch (and so of every batch before),
+//     so a refusal never reports state that did not become durable.
 //     A caller whose context ends while its op is still queued gets
 //     ctx.Err() and the op never runs; once running, the caller waits.
 //   - Panics in an op are recovered and fail that op only.
 //   - fn passed to Submit must not call Submit, Ingest or Rebuild (the
 //     committer would wait on itself); View inside fn is allowed but sees
-//     durable state only, and may wait for a commit and an fsync in flight:
-//     read through tx.
-//   - Watchers run on the syncer after the round's events are visible to
-//     View; they must not wait on Submit or Ingest.
-//   - Values of 1 MiB or more (Badger's ValueThreshold) go to Badger's
-//     value log; after a round that wrote one, every value log file is
-//     synced before the write-ahead log that points into it. Badger writes
-//     both logs before the store can sync either, so a power loss in the
-//     moment between such a commit and its sync could keep the pointer
-//     without the value: an unacknowledged write, but a dangling one. Keep
-//     values smaller (images are stored in parts of 256 KiB for this).
+//     committed state only, and may wait for a commit in flight: read
+//     through tx.
 package store

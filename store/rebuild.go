@@ -27,20 +27,13 @@ func (s *Store) rebuild(ctx context.Context) error {
 	defer s.rebuilding.Store(false)
 	s.rebuildNeeded.Store(true)
 	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRebuilding, []byte{1}) })
-	if err == nil {
-		err = s.syncDisk(false) // the marker is durable before anything is cleared
-	}
 	if err != nil {
-		return s.fail(fmt.Errorf("rebuild: %w", err))
+		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	for _, p := range projectors {
 		for _, pre := range p.Prefixes() {
-			switch err := s.deletePrefix(ctx, pre); {
-			case err == nil:
-			case errors.Is(err, ErrClosed), ctx.Err() != nil:
-				return err // interrupted
-			default:
-				return s.fail(fmt.Errorf("rebuild: clearing %q: %w", pre, err))
+			if err := s.deletePrefix(ctx, pre); err != nil {
+				return fmt.Errorf("store: rebuild: clearing %q: %w", pre, err)
 			}
 		}
 	}
@@ -77,12 +70,8 @@ func (s *Store) rebuild(ctx context.Context) error {
 		}
 		after = evs[len(evs)-1].Sequence
 	}
-	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) })
-	if err == nil {
-		err = s.syncDisk(false)
-	}
-	if err != nil {
-		return s.fail(fmt.Errorf("rebuild: %w", err))
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) }); err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	s.rebuildNeeded.Store(false)
 	s.log.Info("store: rebuilt projections", "events", after, "projectors", len(projectors))

@@ -33,8 +33,6 @@ type Config struct {
 	Realm    protocol.Realm     // the local realm: Submit authors its events
 	Key      ed25519.PrivateKey // the local realm's key: Submit signs with it
 	Now      func() time.Time   // default time.Now; used for Event.At (Unix ms)
-
-	memTableSize int64 // tests: Badger's memtable size, small to force rotations
 }
 
 // DefaultConfig returns the configuration of a durable store in dir.
@@ -74,8 +72,7 @@ type State struct {
 
 // Store is the event log, its projections and the local-only tables, in one
 // Badger database. Ops run on the committer goroutine, which hands batches to
-// the writer goroutine, the only one that commits, and the syncer acks them
-// once synced (doc.go).
+// the writer goroutine, the only one that commits (doc.go).
 type Store struct {
 	cfg  Config
 	log  *slog.Logger
@@ -88,21 +85,8 @@ type Store struct {
 	c          *committer
 	handoff    chan *batch // committer → writer; unbuffered: one batch commits while the next fills
 	writerDone chan struct{}
-	syncCh     chan syncItem // writer → syncer; buffered: commits go on while a sync runs
-	syncerDone chan struct{}
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
-	failed     atomic.Pointer[error]    // set once, by the writer or syncer, when a commit or sync fails
-
-	// writingID is the last batch the writer began to commit, durableID
-	// the last the syncer made durable; a reader waits until durableID
-	// reaches what its snapshot may hold (waitDurable).
-	writingID   atomic.Uint64
-	durableID   atomic.Uint64
-	durableMu   sync.Mutex
-	durableCond *sync.Cond
-
-	diskMu sync.Mutex  // serialises syncDisk
-	logs   *badgerLogs // syncs the write-ahead logs Badger rotates out
+	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
 
 	mu         sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
 	closed     bool
@@ -119,13 +103,10 @@ type Store struct {
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
 	commits       atomic.Uint64 // committed Badger transactions, for tests and metrics
-	syncs         atomic.Uint64 // fsync rounds of the syncer, for tests and metrics
 
 	// beforeCommit, set by tests before the first op, runs on the writer
-	// before each commit; an error stands in for the commit's. beforeSync
-	// does the same for each sync.
+	// before each commit; an error stands in for the commit's.
 	beforeCommit func() error
-	beforeSync   func() error
 }
 
 // Open opens (creating if needed) the store described by cfg, checks its
@@ -161,20 +142,11 @@ func Open(cfg Config) (*Store, error) {
 		}
 		opts = badger.DefaultOptions(cfg.Dir)
 	}
-	// Badger does not sync its commits: the syncer does, once for every
-	// commit made while the previous sync ran, and acks nothing before
-	// (sync.go). The committer is the only writer, so Badger's conflict
-	// detection would be wasted work.
-	if cfg.memTableSize > 0 {
-		opts = opts.WithMemTableSize(cfg.memTableSize).WithValueThreshold(cfg.memTableSize / 16)
-	}
-	logs := &badgerLogs{}
-	if !cfg.InMemory {
-		logs.dir = opts.Dir
-	}
-	opts = opts.WithSyncWrites(false).
+	// One fsync per commit is the durability promise; the committer is the
+	// only writer, so Badger's conflict detection would be wasted work.
+	opts = opts.WithSyncWrites(!cfg.InMemory).
 		WithDetectConflicts(false).
-		WithLogger(badgerLogger{l: cfg.Logger.With("component", "badger"), logs: logs})
+		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
 	db, err := badger.Open(opts)
 	if err != nil {
 		// Badger flattens the flock error into text, so its message is
@@ -194,22 +166,13 @@ func Open(cfg Config) (*Store, error) {
 		stop:       make(chan struct{}),
 		handoff:    make(chan *batch),
 		writerDone: make(chan struct{}),
-		syncCh:     make(chan syncItem, 64),
-		syncerDone: make(chan struct{}),
-		logs:       logs,
 		heads:      make(map[string]protocol.Head),
 	}
-	s.durableCond = sync.NewCond(&s.durableMu)
 	if err := s.load(); err != nil {
 		db.Close()
 		return nil, err
 	}
-	if err := s.syncDisk(false); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("store: sync: %w", err)
-	}
 	s.c = newCommitter(s)
-	go s.syncLoop()
 	go s.writeLoop()
 	go s.commitLoop()
 	return s, nil
@@ -304,7 +267,7 @@ func (s *Store) Register(p Projector) {
 
 // Watch registers fn to be called with the events of every committed batch,
 // in log order, once they are durable and their callers acked. fn runs on
-// the syncer goroutine: it must return at once (hand the events on).
+// the writer goroutine: it must return at once (hand the events on).
 func (s *Store) Watch(fn func([]*StoredEvent)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -353,21 +316,14 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// View runs fn on a consistent read-only snapshot of durable state. It does
-// not see ops still in a batch, and waits, if a commit is not yet synced,
-// until it is; on a failed store, when that will never be, it returns the
-// failure (ErrFailed).
+// View runs fn on a consistent read-only snapshot of committed state. It does
+// not see ops still in a batch.
 func (s *Store) View(fn func(tx *Tx) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
-	return s.db.View(func(txn *badger.Txn) error {
-		if err := s.waitDurable(); err != nil {
-			return err
-		}
-		return fn(&Tx{s: s, txn: txn, readOnly: true})
-	})
+	return s.view(fn)
 }
 
 // view is View for the committer, which must read while Close waits for it.
@@ -518,7 +474,7 @@ func (s *Store) State() State {
 		Status:        "ok",
 		Sequence:      s.seq.Load(),
 		SchemaVersion: SchemaVersion,
-		SyncWrites:    !s.opts.InMemory, // every acknowledged write is synced (sync.go)
+		SyncWrites:    s.opts.SyncWrites,
 		Compression:   compressionName(s.opts.Compression),
 		InMemory:      s.opts.InMemory,
 	}
@@ -557,12 +513,8 @@ func compressionName(c options.CompressionType) string {
 }
 
 // badgerLogger passes Badger's warnings and errors to slog and drops its
-// chatty info and debug lines, but for the one that tells of a memtable
-// rotation (sync.go).
-type badgerLogger struct {
-	l    *slog.Logger
-	logs *badgerLogs
-}
+// chatty info and debug lines.
+type badgerLogger struct{ l *slog.Logger }
 
 func (b badgerLogger) Errorf(f string, a ...any) {
 	b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)))
@@ -572,10 +524,5 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)))
 }
 
-func (badgerLogger) Infof(string, ...any) {}
-
-func (b badgerLogger) Debugf(f string, _ ...any) {
-	if isRotation(f) {
-		b.logs.rotated()
-	}
-}
+func (badgerLogger) Infof(string, ...any)  {}
+func (badgerLogger) Debugf(string, ...any) {}

@@ -18,74 +18,46 @@ type snapshot struct {
 
 // writeLoop is stage 2, the only goroutine that commits ops: it takes
 // batches in order, moves the kept ops' overlays into Badger, commits
-// (without syncing), publishes a snapshot for the committer and hands the
-// ops to the syncer to ack once durable.
+// (synced), acks, and publishes a snapshot for the committer.
 func (s *Store) writeLoop() {
 	defer close(s.writerDone)
 	for b := range s.handoff {
-		if b.drain != nil {
-			s.syncCh <- syncItem{drain: b.drain}
-			continue
+		if b != nil { // nil: the committer's drain marker
+			s.write(b)
 		}
-		s.write(b)
 	}
-	close(s.syncCh)
-	<-s.syncerDone
 }
 
-// write commits a batch, split if it must be; a failed commit fails the
-// store and every op of the batch not yet committed.
+// write commits a batch, split if it must be, and acks its ops; a failed
+// commit fails the store and every op of the batch not yet acked.
 func (s *Store) write(b *batch) {
+	ops := b.ops
 	if err := s.failure(); err != nil {
-		s.syncCh <- syncItem{id: b.id, ops: b.ops, err: err}
+		ackAll(ops, err)
 		return
 	}
-	s.writingID.Store(b.id) // before Badger can show any of it
-	wrote, err := s.commitWhole(b)
+	committed, err := s.commitWhole(b)
 	if errors.Is(err, errSplit) {
-		s.writeSplit(b)
-		return
+		committed, err = false, nil
+		for len(ops) > 0 && err == nil {
+			var n int
+			var wrote bool
+			n, wrote, err = s.commitPart(ops)
+			committed = committed || wrote
+			ops = ops[n:]
+		}
 	}
 	if err != nil {
-		s.syncCh <- syncItem{id: b.id, ops: b.ops, err: s.fail(err)}
+		ackAll(ops, s.fail(err))
 		return
 	}
-	s.committed(b, b.ops, wrote)
-}
-
-// writeSplit commits a batch too big for one transaction part by part; the
-// batch's id goes with its last part, so readers wait for all of it.
-func (s *Store) writeSplit(b *batch) {
-	ops, wrote := b.ops, false
-	for len(ops) > 0 {
-		n, w, err := s.commitPart(ops)
-		if err != nil {
-			s.syncCh <- syncItem{id: b.id, ops: ops, err: s.fail(err)}
-			return
-		}
-		wrote = wrote || w
-		if n == len(ops) {
-			s.committed(b, ops, wrote)
-			return
-		}
-		slim(ops[:n])
-		s.syncCh <- syncItem{ops: ops[:n], wrote: w, big: b.big}
-		ops = ops[n:]
-	}
-}
-
-// committed publishes a snapshot holding batch b, when it wrote anything, and
-// hands its last ops to the syncer.
-func (s *Store) committed(b *batch, ops []*op, wrote bool) {
-	slim(ops)
-	if wrote {
+	if committed {
 		// Nothing is in flight now, so this does not wait on Badger.
 		snap := &snapshot{txn: s.db.NewTransaction(false), upTo: b.id}
 		if old := s.nextSnap.Swap(snap); old != nil {
 			old.txn.Discard() // the committer never took it
 		}
 	}
-	s.syncCh <- syncItem{id: b.id, ops: ops, wrote: wrote, big: b.big}
 }
 
 // errSplit is commitWhole's way to say that the batch is too big for one
@@ -93,7 +65,8 @@ func (s *Store) committed(b *batch, ops []*op, wrote bool) {
 var errSplit = errors.New("store: split the batch")
 
 // commitWhole commits the batch in one transaction from its merged overlay,
-// which Badger gets as fewer writes than the ops' overlays one by one.
+// which Badger gets as fewer writes than the ops' overlays one by one, and
+// acks its ops.
 func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 	if len(b.order) > 0 {
 		txn := s.db.NewTransaction(true)
@@ -110,12 +83,14 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 			return false, err
 		}
 	}
+	s.done(b.ops)
 	return len(b.order) > 0, nil
 }
 
 // commitPart commits the longest run of ops from the start of ops that fits
-// one Badger transaction. It returns how many ops it took (at least one) and
-// whether it committed any write.
+// one Badger transaction, publishes the heads and sequence they reach and
+// acks them. It returns how many ops it took (at least one) and whether it
+// committed any write.
 func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
@@ -155,10 +130,11 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 			return 0, false, err
 		}
 	}
+	s.done(ops[:n])
 	return n, writes > 0, nil
 }
 
-// commitTxn commits txn; the syncer makes it durable.
+// commitTxn commits (and syncs) txn.
 func (s *Store) commitTxn(txn *badger.Txn) error {
 	var err error
 	if s.beforeCommit != nil {
@@ -174,14 +150,20 @@ func (s *Store) commitTxn(txn *badger.Txn) error {
 	return nil
 }
 
-// slim drops what committed ops no longer need (their overlays, and through
-// them the overlays of the batches they read), keeping what the syncer
-// publishes: an op waiting for its sync holds only its heads, sequence and
-// events.
-func slim(ops []*op) {
+// done publishes the heads and sequence committed ops reach and acks them.
+func (s *Store) done(ops []*op) {
+	s.publish(ops)
+	var added []*StoredEvent
 	for _, o := range ops {
 		if o.tx != nil {
-			o.tx = &Tx{heads: o.tx.heads, seq: o.tx.seq, added: o.tx.added}
+			added = append(added, o.tx.added...)
+		}
+		o.tx = nil
+		o.done <- o.res
+	}
+	if len(added) > 0 {
+		for _, w := range s.watcherList() {
+			w(added)
 		}
 	}
 }
@@ -230,7 +212,7 @@ func (s *Store) failure() error {
 func (s *Store) fail(cause error) error {
 	err := fmt.Errorf("%w: %w", ErrFailed, cause)
 	if s.failed.CompareAndSwap(nil, &err) {
-		s.log.Error("store: a write failed; refusing writes until reopened", "err", cause)
+		s.log.Error("store: commit failed; refusing writes until reopened", "err", cause)
 	}
 	return s.failure()
 }
@@ -241,9 +223,8 @@ const badgerPrefix = "!badger!"
 
 // fits checks an op's overlay against what Badger's transaction accepts
 // (see Txn.modify and checkSize in Badger): each key and value alone, and
-// the whole overlay in a transaction of its own. big reports a value that
-// Badger will put in its value log.
-func (s *Store) fits(tx *Tx) (big bool, err error) {
+// the whole overlay in a transaction of its own.
+func (s *Store) fits(tx *Tx) error {
 	maxSize := 15 * s.opts.MemTableSize / 100
 	maxCount := maxSize / int64(skl.MaxNodeSize)
 	threshold := s.opts.ValueThreshold
@@ -253,20 +234,19 @@ func (s *Store) fits(tx *Tx) (big bool, err error) {
 		v := int64(len(tx.writes[k].val))
 		switch {
 		case strings.HasPrefix(k, badgerPrefix):
-			return false, fmt.Errorf("key %q: prefix reserved by Badger", k)
+			return fmt.Errorf("key %q: prefix reserved by Badger", k)
 		case v > s.opts.ValueLogFileSize, s.opts.InMemory && v > threshold:
-			return false, fmt.Errorf("value of %d bytes under %q is too large", v, k)
+			return fmt.Errorf("value of %d bytes under %q is too large", v, k)
 		}
 		count++
 		if v < threshold {
 			size += int64(len(k)) + v + 2 + 10 // metas, version
 		} else {
 			size += int64(len(k)) + 12 + 2 + 10 // value pointer, metas, version
-			big = true
 		}
 	}
 	if count >= maxCount || size >= maxSize {
-		return false, fmt.Errorf("op too large for one transaction (%d writes, ~%d bytes): %w", count-1, size, badger.ErrTxnTooBig)
+		return fmt.Errorf("op too large for one transaction (%d writes, ~%d bytes): %w", count-1, size, badger.ErrTxnTooBig)
 	}
-	return big, nil
+	return nil
 }

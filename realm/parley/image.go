@@ -20,8 +20,9 @@ import (
 // (they travel by CID). b/img/<cid> holds the media type, a newline and the
 // bytes; a blob over blobPart bytes holds no bytes there but in parts of
 // blobPart bytes under b/imgp/<cid><part 4 BE>. Every value then stays far
-// below the store's value-log threshold (1 MiB), so an image is written
-// through the write-ahead log with everything else (store/doc.go). A real
+// below Badger's value-log threshold (1 MiB): images live in the LSM tree
+// with everything else, whose compactions reclaim space, and the store
+// never needs value-log garbage collection, which it does not run. A real
 // image is never empty, so empty bytes mean parts.
 var (
 	pfxBlob     = []byte("b/img/")
