@@ -32,10 +32,12 @@ type realmTopic struct {
 
 // newPubSub starts GossipSub sized for a realm's rate: the events carry
 // their own signatures, so messages are unsigned and anonymous, and their ID
-// is the digest of the event. Queues are deep (the defaults drop above ~1,000
-// messages/s here); whatever is lost anyway, catch-up repairs. IDONTWANT is
-// sent for every message, so a mesh peer that already has an event is not
-// sent it again.
+// is the digest of the event. The origin floods its runs to every peer on
+// its topic; receivers relay to a small mesh, for realms the origin does not
+// reach directly. Queues are deep (the defaults drop above ~1,000 messages/s
+// here); whatever is lost anyway, catch-up repairs. IDONTWANT is sent for
+// every message, so a mesh peer that already has an event is not sent it
+// again.
 func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.PubSub, error) {
 	params := pubsub.DefaultGossipSubParams()
 	params.IDontWantMessageThreshold = 1
@@ -55,6 +57,9 @@ func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
 		pubsub.WithNoAuthor(),
 		pubsub.WithMessageIdFn(messageID),
+		// The origin sends its own runs to every peer on its topic, not
+		// only to its mesh (go-libp2p-pubsub no longer does by default).
+		pubsub.WithFloodPublish(true),
 		pubsub.WithMaxMessageSize(maxGossipMessage+1024),
 		pubsub.WithPeerOutboundQueueSize(8192),
 		pubsub.WithValidateQueueSize(8192),
