@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -126,6 +127,27 @@ func checkChain(t testing.TB, s *Store, realm protocol.Realm, key ed25519.Public
 	}
 	if uint64(len(evs)) != heads[realm].Seq {
 		t.Fatalf("%s: %d events, head at %d", realm, len(evs), heads[realm].Seq)
+	}
+	// RangeRaw gives the same bytes, from any seq, within its limit.
+	for _, from := range []int{1, len(evs)/2 + 1} {
+		for _, limit := range []int{0, 2} {
+			raws, err := s.RangeRaw(realm, uint64(from), limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := evs[from-1:]
+			if limit > 0 && len(want) > limit {
+				want = want[:limit]
+			}
+			if len(raws) != len(want) {
+				t.Fatalf("RangeRaw(%s, %d, %d): %d events, want %d", realm, from, limit, len(raws), len(want))
+			}
+			for i, raw := range raws {
+				if !bytes.Equal(raw, want[i].Raw) {
+					t.Fatalf("RangeRaw(%s, %d, %d)[%d] differs from Range", realm, from, limit, i)
+				}
+			}
+		}
 	}
 	var h protocol.Head
 	for _, se := range evs {

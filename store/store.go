@@ -380,6 +380,41 @@ func (s *Store) Range(realm protocol.Realm, from uint64, limit int) ([]*StoredEv
 	return s.scan(true, realmSeqPrefix(string(realm)), from, limit)
 }
 
+// RangeRaw is Range for a caller that only passes the events on (catch-up
+// serving a peer): their canonical signed encodings, in seq order, not
+// decoded. A realm's chain is dense, so the i-th is at seq from+i.
+func (s *Store) RangeRaw(realm protocol.Realm, from uint64, limit int) ([][]byte, error) {
+	var out [][]byte
+	prefix := realmSeqPrefix(string(realm))
+	err := s.View(func(tx *Tx) error {
+		it := tx.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Seek(join(prefix, u64(from))); it.ValidForPrefix(prefix); it.Next() {
+			if limit > 0 && len(out) >= limit {
+				return nil
+			}
+			c, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			item, err := tx.txn.Get(join(prefixEventByCID, c))
+			if err != nil {
+				return fmt.Errorf("store: %s seq %d indexed but missing: %w", realm, from+uint64(len(out)), err)
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if len(v) < 8 {
+				return fmt.Errorf("store: corrupt event record %x", c)
+			}
+			out = append(out, v[8:])
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Since returns the events with node Sequence > after, ascending, at most
 // limit of them (limit <= 0: all).
 func (s *Store) Since(after uint64, limit int) ([]*StoredEvent, error) {
