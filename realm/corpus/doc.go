@@ -22,7 +22,7 @@
 //   - The projector runs on the store's committer, which runs every write
 //     of the node one at a time. It takes the conversation its write has
 //     just read (projector.known) and keeps the author and conversation
-//     records it wrote last, decoded (recordMemo), trusting one only when
+//     records it wrote last, decoded (reccache), trusting one only when
 //     the bytes read are the bytes it holds; both are touched by the
 //     committer goroutine only.
 //   - Search follows commits (Store.Watch) in the background and keeps

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"relay/protocol"
+	"relay/realm/internal/reccache"
 	"relay/store"
 )
 
@@ -22,52 +23,18 @@ type projector struct {
 	// the committer goroutine touches it.
 	known *knownMessage
 	// authors and convs hold the author and conversation records Apply
-	// last wrote, decoded (recordMemo). Committer only.
-	authors recordMemo[authorRec]
-	convs   recordMemo[Conversation]
+	// last wrote, decoded (reccache; shared values: clone before changing).
+	authors reccache.Cache[authorRec]
+	convs   reccache.Cache[Conversation]
 }
 
-// recordMemo holds records the projector wrote, with their bytes, by key.
-// A record is taken from it only when the bytes read under its key are
-// those it holds, so an op that failed after writing it, or a Rebuild,
-// cannot make it wrong: it spares a JSON decode, not the read. A record
-// holding a map or a slice is shared with the memo: clone before changing.
-type recordMemo[T any] struct {
-	m map[string]memoEntry[T]
-}
+// maxRecords bounds each of the projector's record caches.
+const maxRecords = 4096
 
-type memoEntry[T any] struct {
-	raw []byte
-	rec T
-}
-
-// maxRecordMemos bounds a recordMemo; past it the map starts afresh.
-const maxRecordMemos = 4096
-
-// decode sets *v to the record raw holds, from the memo when it can.
-func (r *recordMemo[T]) decode(key, raw []byte, v *T) error {
-	if e, ok := r.m[string(key)]; ok && bytes.Equal(e.raw, raw) {
-		*v = e.rec
-		return nil
-	}
-	return json.Unmarshal(raw, v)
-}
-
-// get reads the record under key into *v; found is false when there is
-// none.
-func (r *recordMemo[T]) get(tx *store.Tx, key []byte, v *T) (found bool, err error) {
-	raw, err := tx.Get(key)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, r.decode(key, raw, v)
-}
-
-// put stores rec under key and keeps it; rec must not change afterwards.
-func (r *recordMemo[T]) put(tx *store.Tx, key []byte, rec T) error {
+// putRecord stores rec under key and keeps it in c; rec must not change
+// afterwards (a record holding a map or a slice is shared with the cache:
+// clone before changing).
+func putRecord[T any](tx *store.Tx, c *reccache.Cache[T], key []byte, rec T) error {
 	raw, err := marshal(&rec)
 	if err != nil {
 		return err
@@ -75,10 +42,7 @@ func (r *recordMemo[T]) put(tx *store.Tx, key []byte, rec T) error {
 	if err := tx.Set(key, raw); err != nil {
 		return err
 	}
-	if r.m == nil || len(r.m) >= maxRecordMemos {
-		r.m = map[string]memoEntry[T]{}
-	}
-	r.m[string(key)] = memoEntry[T]{raw: raw, rec: rec}
+	c.Keep(key, raw, rec)
 	return nil
 }
 
@@ -161,7 +125,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	} else {
 		var err error
-		if ok, err = p.convs.get(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+		if ok, err = p.convs.Get(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
 			return err
 		}
 	}
@@ -179,7 +143,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	c.MessageCount++
 	c.UpdatedAt = m.CreatedAt
 	c.LastSequence = se.Sequence
-	if err := p.convs.put(tx, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
+	if err := putRecord(tx, &p.convs, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
 		return err
 	}
 	if err := putJSON(tx, cat(pfxMessage, []byte(d.MessageID)), &m); err != nil {
@@ -275,7 +239,7 @@ func countTag(tx *store.Tx, tag, conv string) error {
 func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	if ok, err := p.authors.get(tx, k, &a); err != nil {
+	if ok, err := p.authors.Get(tx, k, &a); err != nil {
 		return err
 	} else if ok {
 		a.Kinds = maps.Clone(a.Kinds) // shared with the memo
@@ -293,5 +257,5 @@ func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bo
 	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
-	return p.authors.put(tx, k, a)
+	return putRecord(tx, &p.authors, k, a)
 }

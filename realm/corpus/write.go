@@ -237,7 +237,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	var conv Conversation // the conversation appended to
 	id, se, err := s.idempotentEvent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
-			ok, err := s.proj.convs.get(tx, cat(pfxConv, []byte(in.ConversationID)), &conv)
+			ok, err := s.proj.convs.Get(tx, cat(pfxConv, []byte(in.ConversationID)), &conv)
 			if err != nil {
 				return nil, err
 			}

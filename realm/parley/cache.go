@@ -2,14 +2,11 @@ package parley
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"testing"
 
+	"relay/realm/internal/reccache"
 	"relay/store"
 )
 
@@ -31,13 +28,12 @@ type records struct {
 const maxCached = 4096
 
 func newRecords() *records {
-	return &records{
-		threads: recordCache[threadRec]{max: maxCached, clone: cloneThread},
-		boards:  recordCache[Board]{max: maxCached, clone: func(b Board) Board { return b }},
-		heads:   recordCache[msgHead]{max: maxCached, clone: func(h msgHead) msgHead { return h }},
-		exts:    recordCache[[]string]{max: maxCached, clone: slices.Clone[[]string]},
-		posts:   make(map[*store.Tx]*posted),
-	}
+	r := &records{posts: make(map[*store.Tx]*posted)}
+	r.threads.Cache = reccache.Cache[threadRec]{Max: maxCached, Clone: cloneThread, Verify: verifyCache}
+	r.boards.Cache = reccache.Cache[Board]{Max: maxCached, Verify: verifyCache}
+	r.heads.Cache = reccache.Cache[msgHead]{Max: maxCached, Verify: verifyCache}
+	r.exts.Cache = reccache.Cache[[]string]{Max: maxCached, Clone: slices.Clone[[]string], Verify: verifyCache}
+	return r
 }
 
 // msgHead is what a reply checks of the message it answers, decoded from
@@ -60,79 +56,21 @@ func cloneThread(t threadRec) threadRec {
 	return t
 }
 
-// recordCache keeps JSON records decoded, each with the exact bytes it was
-// read or written as. A read still asks the transaction for the record's
-// bytes, and uses the decoded value only when they are the same bytes: the
-// value is then the one those bytes decode to, whatever the transaction saw
-// (an earlier op's uncommitted write, the committed state after a failed op
-// dropped its own, a rebuild). So the cache needs no hook into the store's
-// commits and failures; a miss decodes, as without it.
-//
-// Written values are kept as they were written, not decoded back: that
-// relies on the JSON of a record decoding to the record it came from.
-// Records hold strings, integers, booleans and UTC times of the projector
-// (protocol.Event.Time), for which it does; every test binary checks it on
-// every hit (verifyCache).
-type recordCache[T any] struct {
-	max   int
-	clone func(T) T // a copy its taker may change without touching the cache
-
-	mu sync.Mutex
-	m  map[string]cachedRecord[T]
-}
-
-type cachedRecord[T any] struct {
-	raw []byte
-	v   T
-}
+// recordCache is a reccache.Cache of records the projector writes with
+// the forum's encoders (withRecordJSON). Written values are kept as they
+// were written, not decoded back: that relies on the JSON of a record
+// decoding to the record it came from. Records hold strings, integers,
+// booleans and UTC times of the projector (protocol.Event.Time), for which
+// it does; every test binary checks it on every hit (verifyCache).
+type recordCache[T any] struct{ reccache.Cache[T] }
 
 // verifyCache makes every cache hit prove itself against a fresh decode of
 // its bytes. On in test binaries only.
 var verifyCache = testing.Testing()
 
-// errCacheMismatch is a cached record that differs from what its bytes
-// decode to: the cache would have served a wrong value.
-var errCacheMismatch = errors.New("parley: cached record differs from its bytes")
-
-// get reads the record at k through tx into *v, which must be the zero
-// value; found is false when there is none.
-func (c *recordCache[T]) get(tx *store.Tx, k []byte, v *T) (found bool, err error) {
-	raw, err := tx.Get(k)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	c.mu.Lock()
-	e, ok := c.m[string(k)]
-	c.mu.Unlock()
-	if ok && bytes.Equal(e.raw, raw) {
-		if verifyCache {
-			var d T
-			if err := json.Unmarshal(raw, &d); err != nil || !reflect.DeepEqual(d, e.v) {
-				return true, fmt.Errorf("%w: %q: %+v, decoded %+v", errCacheMismatch, k, e.v, d)
-			}
-		}
-		*v = c.clone(e.v)
-		return true, nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return true, err
-	}
-	c.keep(k, raw, *v) // raw is the transaction's copy: ours now
-	return true, nil
-}
-
 // set writes v at k through tx.
 func (c *recordCache[T]) set(tx *store.Tx, k []byte, v *T) error {
-	return withRecordJSON(v, func(b []byte) error {
-		if err := tx.Set(k, b); err != nil {
-			return err
-		}
-		c.keep(k, bytes.Clone(b), *v)
-		return nil
-	})
+	return c.setAs(tx, k, v, *v)
 }
 
 // setAs writes rec at k through tx and keeps v, which must be what the
@@ -142,25 +80,9 @@ func (c *recordCache[T]) setAs(tx *store.Tx, k []byte, rec any, v T) error {
 		if err := tx.Set(k, b); err != nil {
 			return err
 		}
-		c.keep(k, bytes.Clone(b), v)
+		c.Keep(k, bytes.Clone(b), v)
 		return nil
 	})
-}
-
-func (c *recordCache[T]) keep(k, raw []byte, v T) {
-	v = c.clone(v)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.m == nil {
-		c.m = make(map[string]cachedRecord[T])
-	}
-	if _, ok := c.m[string(k)]; !ok && len(c.m) >= c.max {
-		for old := range c.m { // any one: a miss only costs a decode
-			delete(c.m, old)
-			break
-		}
-	}
-	c.m[string(k)] = cachedRecord[T]{raw: raw, v: v}
 }
 
 // posted is what a post's op wrote for its message and thread, handed from

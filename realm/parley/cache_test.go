@@ -112,7 +112,7 @@ func TestFailedOpWriteIsNotRead(t *testing.T) {
 	errFail := errors.New("test: the op fails")
 	_, err := s.st.Submit(context.Background(), func(tx *store.Tx) (*protocol.Draft, error) {
 		var t threadRec
-		if _, err := s.recs.threads.get(tx, k, &t); err != nil {
+		if _, err := s.recs.threads.Get(tx, k, &t); err != nil {
 			return nil, err
 		}
 		t.Messages, t.Title = 99, "never committed"
@@ -120,7 +120,7 @@ func TestFailedOpWriteIsNotRead(t *testing.T) {
 			return nil, err
 		}
 		var again threadRec // the op sees its own write
-		if _, err := s.recs.threads.get(tx, k, &again); err != nil || again.Messages != 99 {
+		if _, err := s.recs.threads.Get(tx, k, &again); err != nil || again.Messages != 99 {
 			return nil, fmt.Errorf("the op reads %d messages (%v), want its own 99", again.Messages, err)
 		}
 		return nil, errFail
@@ -241,7 +241,7 @@ func TestPostAnswerIsReadBack(t *testing.T) {
 // The cache stays right when it holds fewer records than are hot.
 func TestRecordCacheEvicts(t *testing.T) {
 	s := newTestService(t)
-	s.recs.threads.max, s.recs.boards.max = 2, 1
+	s.recs.threads.Max, s.recs.boards.Max = 2, 1
 	var ids []string
 	for i := range 5 {
 		ids = append(ids, openThread(t, s, fmt.Sprintf("a%d", i)).ID)
@@ -257,7 +257,7 @@ func TestRecordCacheEvicts(t *testing.T) {
 			}
 		}
 	}
-	if n := len(s.recs.threads.m); n > 2 {
+	if n := s.recs.threads.Len(); n > 2 {
 		t.Fatalf("the thread cache holds %d records, more than its 2", n)
 	}
 }

@@ -298,7 +298,7 @@ const maxExtensions = 16
 func (s *Service) rememberExtension(tx *store.Tx, identity, ext string) error {
 	k := key(pfxExt, []byte(identity))
 	var list []string
-	if _, err := s.recs.exts.get(tx, k, &list); err != nil {
+	if _, err := s.recs.exts.Get(tx, k, &list); err != nil {
 		return err
 	}
 	if len(list) > 0 && list[0] == ext {

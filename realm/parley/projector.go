@@ -117,7 +117,7 @@ func (p *apply) board(d boardData) error {
 
 func (p *apply) loadThread(id rid) (*threadRec, error) {
 	var t threadRec
-	ok, err := p.r.threads.get(p.tx, key(pfxThread, id.bytes()), &t)
+	ok, err := p.r.threads.Get(p.tx, key(pfxThread, id.bytes()), &t)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (p *apply) loadThread(id rid) (*threadRec, error) {
 func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 	var b Board
 	bk := key(pfxBoard, t.board().bytes())
-	ok, err := p.r.boards.get(p.tx, bk, &b)
+	ok, err := p.r.boards.Get(p.tx, bk, &b)
 	if err != nil {
 		return err
 	}

@@ -201,7 +201,7 @@ func (s *Service) threadByRef(tx *store.Tx, ref protocol.KeyRef) (rid, *threadRe
 		id.Realm = s.realm
 	}
 	t := new(threadRec)
-	ok, err := s.recs.threads.get(tx, key(pfxThread, id.bytes()), t)
+	ok, err := s.recs.threads.Get(tx, key(pfxThread, id.bytes()), t)
 	if err != nil || !ok {
 		return id, nil, false, err
 	}
@@ -226,7 +226,7 @@ func (s *Service) messageHeadByRef(tx *store.Tx, ref protocol.KeyRef) (rid, msgH
 		id.Realm = s.realm
 	}
 	var h msgHead
-	ok, err := s.recs.heads.get(tx, key(pfxMessage, id.bytes()), &h)
+	ok, err := s.recs.heads.Get(tx, key(pfxMessage, id.bytes()), &h)
 	return id, h, ok, err
 }
 
