@@ -252,28 +252,31 @@ func (d *Directory) Conflicts() []Conflict {
 // PinnedKeys reads the keys the directory of st has pinned, without
 // starting a federation: for tools that work on a stopped node's store.
 func PinnedKeys(st *store.Store) (map[protocol.Realm]ed25519.PublicKey, error) {
-	out := map[protocol.Realm]ed25519.PublicKey{}
-	err := loadLocal(st, pfxDir, func(_, v []byte) error {
-		d, err := protocol.DecodeDescriptor(v)
-		if err != nil {
-			return fmt.Errorf("directory: %w", err)
-		}
-		out[protocol.Realm(d.Realm)] = ed25519.PublicKey(d.Key)
-		return nil
-	})
+	pinned, err := PinnedDescriptors(st)
+	out := make(map[protocol.Realm]ed25519.PublicKey, len(pinned))
+	for r, p := range pinned {
+		out[r] = p.Key
+	}
 	return out, err
 }
 
-// PinnedDescriptors reads the signed descriptors the directory of st has
-// pinned, by realm, without starting a federation (an export).
-func PinnedDescriptors(st *store.Store) (map[protocol.Realm][]byte, error) {
-	out := map[protocol.Realm][]byte{}
+// PinnedDescriptor is a realm's pinned descriptor: its key, and its signed
+// encoding as received.
+type PinnedDescriptor struct {
+	Key ed25519.PublicKey
+	Raw []byte
+}
+
+// PinnedDescriptors reads the descriptors the directory of st has pinned,
+// by realm, without starting a federation (an export).
+func PinnedDescriptors(st *store.Store) (map[protocol.Realm]PinnedDescriptor, error) {
+	out := map[protocol.Realm]PinnedDescriptor{}
 	err := loadLocal(st, pfxDir, func(_, v []byte) error {
 		d, err := protocol.DecodeDescriptor(v)
 		if err != nil {
 			return fmt.Errorf("directory: %w", err)
 		}
-		out[protocol.Realm(d.Realm)] = bytes.Clone(v)
+		out[protocol.Realm(d.Realm)] = PinnedDescriptor{Key: ed25519.PublicKey(d.Key), Raw: bytes.Clone(v)}
 		return nil
 	})
 	return out, err

@@ -111,13 +111,9 @@ func Export(ctx context.Context, cfg ExportConfig) (ExportResult, error) {
 		return ExportResult{}, err
 	}
 	if cfg.Keys == nil {
-		keys, err := federation.PinnedKeys(st)
-		if err != nil {
-			return ExportResult{}, err
-		}
 		cfg.Keys = func(r protocol.Realm) (ed25519.PublicKey, bool) {
-			k, ok := keys[r]
-			return k, ok
+			p, ok := pinned[r]
+			return p.Key, ok
 		}
 	}
 
@@ -150,8 +146,8 @@ func Export(ctx context.Context, cfg ExportConfig) (ExportResult, error) {
 				return fmt.Errorf("no public key known for realm %s, whose events the store holds: its chain could not be verified on import", r)
 			}
 			rk := backup.RealmKey{Realm: string(r), Public: pub}
-			if d, ok := pinned[r]; ok && r != name {
-				rk.Descriptor = d
+			if p, ok := pinned[r]; ok && r != name {
+				rk.Descriptor = p.Raw
 				if rk.CheckDescriptor() != nil {
 					rk.Descriptor = nil // pinned to another key than the one given
 				}
