@@ -385,32 +385,18 @@ func (s *Store) Range(realm protocol.Realm, from uint64, limit int) ([]*StoredEv
 // decoded. A realm's chain is dense, so the i-th is at seq from+i.
 func (s *Store) RangeRaw(realm protocol.Realm, from uint64, limit int) ([][]byte, error) {
 	var out [][]byte
-	prefix := realmSeqPrefix(string(realm))
 	err := s.View(func(tx *Tx) error {
-		it := tx.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Seek(join(prefix, u64(from))); it.ValidForPrefix(prefix); it.Next() {
-			if limit > 0 && len(out) >= limit {
-				return nil
-			}
-			c, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			item, err := tx.txn.Get(join(prefixEventByCID, c))
+		return eachIndexed(tx, realmSeqPrefix(string(realm)), from, limit, func(c []byte) error {
+			v, err := tx.Get(join(prefixEventByCID, c))
 			if err != nil {
 				return fmt.Errorf("store: %s seq %d indexed but missing: %w", realm, from+uint64(len(out)), err)
-			}
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
 			}
 			if len(v) < 8 {
 				return fmt.Errorf("store: corrupt event record %x", c)
 			}
 			out = append(out, v[8:])
-		}
-		return nil
+			return nil
+		})
 	})
 	return out, err
 }
@@ -424,8 +410,8 @@ func (s *Store) Since(after uint64, limit int) ([]*StoredEvent, error) {
 	return s.scan(true, prefixSequence, after+1, limit)
 }
 
-// scan reads an index of 8-byte big-endian numbers under prefix → CID,
-// starting at from. Iterate has no seek, so this uses Badger directly.
+// scan reads the events an index of 8-byte big-endian numbers under
+// prefix → CID points to, starting at from (eachIndexed).
 func (s *Store) scan(enter bool, prefix []byte, from uint64, limit int) ([]*StoredEvent, error) {
 	var out []*StoredEvent
 	view := s.view
@@ -433,25 +419,36 @@ func (s *Store) scan(enter bool, prefix []byte, from uint64, limit int) ([]*Stor
 		view = s.View
 	}
 	err := view(func(tx *Tx) error {
-		it := tx.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
-		defer it.Close()
-		for it.Seek(join(prefix, u64(from))); it.ValidForPrefix(prefix); it.Next() {
-			if limit > 0 && len(out) >= limit {
-				return nil
+		return eachIndexed(tx, prefix, from, limit, func(c []byte) error {
+			se, err := tx.eventByCIDBytes(c)
+			if err == nil {
+				out = append(out, se)
 			}
-			b, err := it.Item().ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			se, err := tx.eventByCIDBytes(b)
-			if err != nil {
-				return err
-			}
-			out = append(out, se)
-		}
-		return nil
+			return err
+		})
 	})
 	return out, err
+}
+
+// eachIndexed calls fn with the CID bytes of each entry of an index of
+// 8-byte big-endian numbers under prefix, from the number from on, at most
+// limit of them (limit <= 0: all). Iterate has no seek, so this uses Badger
+// directly.
+func eachIndexed(tx *Tx, prefix []byte, from uint64, limit int, fn func(c []byte) error) error {
+	it := tx.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
+	defer it.Close()
+	n := 0
+	for it.Seek(join(prefix, u64(from))); it.ValidForPrefix(prefix) && (limit <= 0 || n < limit); it.Next() {
+		c, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(c); err != nil {
+			return err
+		}
+		n++
+	}
+	return nil
 }
 
 // Heads returns the newest committed event of every realm held.
