@@ -27,6 +27,9 @@ func (s *Store) rebuild(ctx context.Context) error {
 	defer s.rebuilding.Store(false)
 	s.rebuildNeeded.Store(true)
 	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRebuilding, []byte{1}) })
+	if err == nil {
+		err = s.syncDirect()
+	}
 	if err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
@@ -70,7 +73,11 @@ func (s *Store) rebuild(ctx context.Context) error {
 		}
 		after = evs[len(evs)-1].Sequence
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) }); err != nil {
+	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) })
+	if err == nil {
+		err = s.syncDirect()
+	}
+	if err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	s.rebuildNeeded.Store(false)

@@ -78,6 +78,10 @@ type Store struct {
 	log  *slog.Logger
 	db   *badger.DB
 	opts badger.Options
+	wal  *wal // nil in memory
+	// checkpoints runs the write-ahead log's background checkpoints.
+	checkpoints sync.WaitGroup
+	ckRunning   atomic.Bool
 
 	ops        chan *op
 	loopDone   chan struct{}
@@ -144,7 +148,9 @@ func Open(cfg Config) (*Store, error) {
 	}
 	// One fsync per commit is the durability promise; the committer is the
 	// only writer, so Badger's conflict detection would be wasted work.
-	opts = opts.WithSyncWrites(!cfg.InMemory).
+	// Durability comes from the store's own write-ahead log (wal.go), so
+	// Badger need not sync its own on every commit.
+	opts = opts.WithSyncWrites(false).
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
 	db, err := badger.Open(opts)
@@ -156,7 +162,19 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
+	var w *wal
+	if !cfg.InMemory {
+		var replayed int
+		if w, replayed, err = openWAL(db, cfg.Dir); err != nil {
+			db.Close()
+			return nil, err
+		}
+		if replayed > 0 {
+			cfg.Logger.Info("store: replayed the write-ahead log", "records", replayed)
+		}
+	}
 	s := &Store{
+		wal:        w,
 		cfg:        cfg,
 		log:        cfg.Logger,
 		db:         db,
@@ -169,6 +187,7 @@ func Open(cfg Config) (*Store, error) {
 		heads:      make(map[string]protocol.Head),
 	}
 	if err := s.load(); err != nil {
+		s.closeWAL()
 		db.Close()
 		return nil, err
 	}
@@ -180,6 +199,7 @@ func Open(cfg Config) (*Store, error) {
 
 // load sets or checks the schema version and reads the heads and sequence.
 func (s *Store) load() error {
+	wrote := false
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(keySchema)
 		switch {
@@ -191,6 +211,7 @@ func (s *Store) load() error {
 			if !empty {
 				return errors.New("store: directory holds data but no schema version: not a relay store")
 			}
+			wrote = true
 			return txn.Set(keySchema, u64(SchemaVersion))
 		case err != nil:
 			return err
@@ -210,6 +231,11 @@ func (s *Store) load() error {
 	})
 	if err != nil {
 		return err
+	}
+	if wrote {
+		if err := s.syncDirect(); err != nil {
+			return err
+		}
 	}
 	return s.View(func(tx *Tx) error {
 		switch v, err := tx.Get(keySequence); {
@@ -311,7 +337,14 @@ func (s *Store) Close() error {
 		s.inflight.Wait() // no one sends on ops any more
 		close(s.ops)
 		<-s.loopDone
-		s.closeErr = s.db.Close()
+		s.checkpoints.Wait()
+		if s.wal != nil && s.failure() == nil {
+			s.closeErr = s.wal.checkpointAll()
+		}
+		if err := s.db.Close(); s.closeErr == nil {
+			s.closeErr = err
+		}
+		s.closeWAL()
 	})
 	return s.closeErr
 }
@@ -506,7 +539,7 @@ func (s *Store) State() State {
 		Status:        "ok",
 		Sequence:      s.seq.Load(),
 		SchemaVersion: SchemaVersion,
-		SyncWrites:    s.opts.SyncWrites,
+		SyncWrites:    s.wal != nil,
 		Compression:   compressionName(s.opts.Compression),
 		InMemory:      s.opts.InMemory,
 	}

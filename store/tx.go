@@ -255,10 +255,14 @@ func seekFirst(it *badger.Iterator, prefix []byte, reverse bool) {
 
 // flushTo moves the overlay into txn. On an error txn holds part of it and
 // must be discarded.
-func (tx *Tx) flushTo(txn *badger.Txn) error {
+func (tx *Tx) flushTo(txn *badger.Txn, rec *record) error {
 	for _, k := range tx.order {
-		if err := setWrite(txn, k, tx.writes[k]); err != nil {
+		w := tx.writes[k]
+		if err := setWrite(txn, k, w); err != nil {
 			return err
+		}
+		if rec != nil {
+			rec.add(k, w)
 		}
 	}
 	return nil
