@@ -40,6 +40,11 @@ func (s *Store) rebuild(ctx context.Context) error {
 			}
 		}
 	}
+	// The deletes bypass the log: durable now, so that no crash keeps a
+	// later write without them.
+	if err := s.syncDirect(); err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
+	}
 	s.c.resnap() // the replay must read the cleared projections
 	var after uint64
 	for {

@@ -79,6 +79,8 @@ type Store struct {
 	db   *badger.DB
 	opts badger.Options
 	wal  *wal // nil in memory
+	// walReplayed is how many records Open replayed, for tests.
+	walReplayed int
 	// checkpoints runs the write-ahead log's background checkpoints.
 	checkpoints sync.WaitGroup
 	ckRunning   atomic.Bool
@@ -134,6 +136,50 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: key has %d bytes", len(cfg.Key))
 	}
 
+	db, err := openBadger(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var w *wal
+	walReplayed := 0
+	if !cfg.InMemory {
+		var replayed int
+		if w, replayed, err = openWAL(db, cfg.Dir); err != nil {
+			db.Close()
+			return nil, err
+		}
+		if replayed > 0 {
+			cfg.Logger.Info("store: replayed the write-ahead log", "records", replayed)
+		}
+		walReplayed = replayed
+	}
+	s := &Store{
+		wal:         w,
+		walReplayed: walReplayed,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		db:          db,
+		opts:        db.Opts(),
+		ops:         make(chan *op, 4*cfg.MaxBatch),
+		loopDone:    make(chan struct{}),
+		stop:        make(chan struct{}),
+		handoff:     make(chan *batch),
+		writerDone:  make(chan struct{}),
+		heads:       make(map[string]protocol.Head),
+	}
+	if err := s.load(); err != nil {
+		s.closeWAL()
+		db.Close()
+		return nil, err
+	}
+	s.c = newCommitter(s)
+	go s.writeLoop()
+	go s.commitLoop()
+	return s, nil
+}
+
+// openBadger opens the Badger database cfg describes.
+func openBadger(cfg Config) (*badger.DB, error) {
 	var opts badger.Options
 	if cfg.InMemory {
 		opts = badger.DefaultOptions("").WithInMemory(true)
@@ -146,10 +192,9 @@ func Open(cfg Config) (*Store, error) {
 		}
 		opts = badger.DefaultOptions(cfg.Dir)
 	}
-	// One fsync per commit is the durability promise; the committer is the
-	// only writer, so Badger's conflict detection would be wasted work.
 	// Durability comes from the store's own write-ahead log (wal.go), so
-	// Badger need not sync its own on every commit.
+	// Badger need not sync its own log on every commit; the committer is
+	// the only writer, so Badger's conflict detection would be wasted work.
 	opts = opts.WithSyncWrites(false).
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
@@ -162,39 +207,7 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	var w *wal
-	if !cfg.InMemory {
-		var replayed int
-		if w, replayed, err = openWAL(db, cfg.Dir); err != nil {
-			db.Close()
-			return nil, err
-		}
-		if replayed > 0 {
-			cfg.Logger.Info("store: replayed the write-ahead log", "records", replayed)
-		}
-	}
-	s := &Store{
-		wal:        w,
-		cfg:        cfg,
-		log:        cfg.Logger,
-		db:         db,
-		opts:       opts,
-		ops:        make(chan *op, 4*cfg.MaxBatch),
-		loopDone:   make(chan struct{}),
-		stop:       make(chan struct{}),
-		handoff:    make(chan *batch),
-		writerDone: make(chan struct{}),
-		heads:      make(map[string]protocol.Head),
-	}
-	if err := s.load(); err != nil {
-		s.closeWAL()
-		db.Close()
-		return nil, err
-	}
-	s.c = newCommitter(s)
-	go s.writeLoop()
-	go s.commitLoop()
-	return s, nil
+	return db, nil
 }
 
 // load sets or checks the schema version and reads the heads and sequence.

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
-	"golang.org/x/sys/unix"
 )
 
 // The write-ahead log makes a batch durable before Badger, which runs
@@ -46,6 +45,11 @@ import (
 type wal struct {
 	dir   string // the segments' directory
 	dbDir string // Badger's directory, synced by checkpoints
+	// sync makes a segment's appended records durable: fdatasync where
+	// there is one. Tests wrap it.
+	sync func(*os.File) error
+	// syncDB syncs Badger's files for a checkpoint: syncFiles. Tests wrap it.
+	syncDB func(dir string) error
 	// segSize is where the writer starts a new segment (walSegmentSize;
 	// tests make it small).
 	segSize int64
@@ -86,9 +90,12 @@ func segmentName(first uint64) string { return fmt.Sprintf("%016x%s", first, wal
 // files durable, deletes the replayed segments and starts a new one. It
 // returns how many records it replayed.
 func openWAL(db *badger.DB, dbDir string) (*wal, int, error) {
-	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize}
+	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles}
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("store: wal: %w", err)
+	}
+	if err := syncDir(dbDir); err != nil { // the log's directory, new in an older store
+		return nil, 0, err
 	}
 	segs, err := w.segments()
 	if err != nil {
@@ -102,15 +109,13 @@ func openWAL(db *badger.DB, dbDir string) (*wal, int, error) {
 		if first != w.next {
 			return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
 		}
-		n, complete, err := w.replay(db, first)
+		newest := i == len(segs)-1
+		n, err := w.replay(db, first, newest)
 		if err != nil {
 			return nil, 0, err
 		}
 		replayed += n
 		w.next += uint64(n)
-		if !complete && i < len(segs)-1 {
-			return nil, 0, fmt.Errorf("%w: segment %s ends early", errWALDamaged, segmentName(first))
-		}
 	}
 	w.done = segs
 	if len(segs) > 0 && segs[len(segs)-1] == w.next {
@@ -152,52 +157,89 @@ func (w *wal) segments() ([]uint64, error) {
 }
 
 // replay commits the records of one segment to db, in order, each in a
-// transaction of its own as it was written. complete reports whether the
-// segment ended cleanly (at a record boundary followed by nothing readable).
-func (w *wal) replay(db *badger.DB, first uint64) (n int, complete bool, err error) {
-	f, err := os.Open(filepath.Join(w.dir, segmentName(first)))
+// transaction of its own as it was written, and returns how many. Every
+// record but the one being written at a crash was synced before the next
+// was begun, so only the newest segment may end in a torn record, and only
+// at its end: the torn record is cut off (durably, so that the segment is
+// whole once a newer one exists). Anything else unreadable is damage.
+func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
+	name := filepath.Join(w.dir, segmentName(first))
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
-		return 0, false, fmt.Errorf("store: wal: %w", err)
+		return 0, fmt.Errorf("store: wal: %w", err)
 	}
 	defer f.Close()
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return 0, false, fmt.Errorf("store: wal: %w", err)
+		return 0, fmt.Errorf("store: wal: %w", err)
 	}
-	want := first
-	for len(data) > 0 {
-		payload, rest, ok := readRecord(data, want)
+	n, off, want := 0, 0, first
+	for off < len(data) {
+		payload, size, ok := readRecord(data[off:], want)
 		if !ok {
-			// A torn tail is the crash's; anything after it was never
-			// acknowledged. Zeros past the tail are a clean end.
-			return n, allZero(data), nil
+			if !newest || !tornTail(data[off:], want) {
+				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
+			}
+			if err := f.Truncate(int64(off)); err != nil {
+				return n, fmt.Errorf("store: wal: %w", err)
+			}
+			if err := fsync(f); err != nil {
+				return n, fmt.Errorf("store: wal: %w", err)
+			}
+			break
 		}
 		if err := applyRecord(db, payload); err != nil {
-			return n, false, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
+			return n, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
 		}
 		n++
 		want++
-		data = rest
+		off += size
 	}
-	return n, true, nil
+	return n, nil
 }
 
-// readRecord splits the record numbered want off the front of data.
-func readRecord(data []byte, want uint64) (payload, rest []byte, ok bool) {
-	if len(data) < walHeaderSize {
-		return nil, nil, false
+// tornTail reports whether rest, which does not start with a readable
+// record numbered want, is what a crash leaves of that record's append:
+// nothing but zeros (space the file system allocated but never wrote), or
+// a header numbered want (or one never written: zeros) whose record runs
+// past the end of the file or is followed by zeros only. Sector writes are
+// atomic, so a header is either the record's or zeros.
+func tornTail(rest []byte, want uint64) bool {
+	if allZero(rest) {
+		return true
 	}
-	size := binary.LittleEndian.Uint32(data)
+	if len(rest) < walHeaderSize {
+		return true // the header itself was cut short
+	}
+	size := binary.LittleEndian.Uint32(rest)
+	recno := binary.LittleEndian.Uint64(rest[8:])
+	if recno == 0 && size == 0 && binary.LittleEndian.Uint32(rest[4:]) == 0 {
+		return true // the header sector never reached the disk
+	}
+	if recno != want {
+		return false
+	}
+	end := uint64(walHeaderSize) + uint64(size)
+	return end >= uint64(len(rest)) || allZero(rest[end:])
+}
+
+// readRecord reads the record numbered want at the front of data: its
+// payload and its whole size.
+func readRecord(data []byte, want uint64) (payload []byte, size int, ok bool) {
+	if len(data) < walHeaderSize {
+		return nil, 0, false
+	}
+	n := binary.LittleEndian.Uint32(data)
 	sum := binary.LittleEndian.Uint32(data[4:])
 	recno := binary.LittleEndian.Uint64(data[8:])
-	if recno != want || uint64(size) > uint64(len(data)-walHeaderSize) {
-		return nil, nil, false
+	if recno != want || uint64(n) > uint64(len(data)-walHeaderSize) {
+		return nil, 0, false
 	}
-	end := walHeaderSize + int(size)
+	end := walHeaderSize + int(n)
 	if crc32.Checksum(data[8:end], castagnoli) != sum {
-		return nil, nil, false
+		return nil, 0, false
 	}
-	return data[walHeaderSize:end], data[end:], true
+	return data[walHeaderSize:end], end, true
 }
 
 func allZero(b []byte) bool {
@@ -300,7 +342,7 @@ func (w *wal) append(r *record) (full bool, err error) {
 	if _, err := w.f.WriteAt(b, w.off); err != nil {
 		return false, fmt.Errorf("wal: %w", err)
 	}
-	if err := unix.Fdatasync(int(w.f.Fd())); err != nil {
+	if err := w.sync(w.f); err != nil {
 		return false, fmt.Errorf("wal: sync: %w", err)
 	}
 	w.off += int64(len(b))
@@ -349,7 +391,7 @@ func (w *wal) checkpoint() error {
 	if len(done) == 0 {
 		return nil
 	}
-	if err := syncFiles(w.dbDir); err != nil {
+	if err := w.syncDB(w.dbDir); err != nil {
 		return err
 	}
 	for _, first := range done {
@@ -384,7 +426,7 @@ func (w *wal) checkpointAll() error {
 	}
 	// The current segment may be empty but Badger's direct writes still
 	// need the sync.
-	return syncFiles(w.dbDir)
+	return w.syncDB(w.dbDir)
 }
 
 func (w *wal) close() error {
@@ -457,12 +499,18 @@ func (s *Store) rotateWAL() {
 // syncDirect makes writes made to Badger outside the log durable, and
 // retires every record before them, whose replay could undo them. Call it
 // with the pipeline idle.
+// A failure fails the store: after a failed fsync the kernel may have
+// dropped the pages it could not write and call them clean, so a later
+// checkpoint could not be trusted to retire the log.
 func (s *Store) syncDirect() error {
 	if s.wal == nil {
 		return nil
 	}
 	s.checkpoints.Wait()
-	return s.wal.checkpointAll()
+	if err := s.wal.checkpointAll(); err != nil {
+		return s.fail(err)
+	}
+	return nil
 }
 
 func (s *Store) closeWAL() {

@@ -2,8 +2,10 @@ package store
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"github.com/dgraph-io/badger/v4"
 	"io"
 	"os"
 	"path/filepath"
@@ -151,11 +153,17 @@ func TestWALReplaysWhatBadgerLost(t *testing.T) {
 	if st := s.State(); st.Status != "ok" || !st.SyncWrites {
 		t.Fatalf("state %+v", st)
 	}
+	if s.walReplayed == 0 {
+		t.Fatal("nothing was replayed")
+	}
 	// The replay was made durable and retired: the next open replays nothing.
 	more := submitMany(t, s, 20)
 	s.Close()
 	s = openTest(t, testConfig(dir), counter{})
 	checkHolds(t, s, append(evs, more...))
+	if s.walReplayed != 0 {
+		t.Fatalf("a clean close left %d records to replay", s.walReplayed)
+	}
 }
 
 // TestWALTornTail: a record cut short by a crash was never acknowledged;
@@ -201,6 +209,9 @@ func TestWALTornTail(t *testing.T) {
 	}
 	s = openTest(t, testConfig(dir), counter{})
 	checkHolds(t, s, evs[:9])
+	if s.walReplayed != 9 {
+		t.Fatalf("replayed %d records, want 9", s.walReplayed)
+	}
 	// The chain goes on from the last event kept.
 	se, err := s.Submit(context.Background(), draftFn("t.a", "after"))
 	if err != nil || se.Event.Seq != 10 {
@@ -208,57 +219,210 @@ func TestWALTornTail(t *testing.T) {
 	}
 }
 
-// TestWALDamaged: a record that cannot be read before the newest segment's
-// tail is not a crash's doing; Open refuses rather than lose what follows.
-func TestWALDamaged(t *testing.T) {
-	dir := t.TempDir()
+// segmentOf makes the bytes of a segment whose records set p/t/<k> = v.
+func segmentOf(first uint64, kv ...string) []byte {
+	var out []byte
+	for i := 0; i < len(kv); i += 2 {
+		r := &record{}
+		r.reset(nil)
+		r.add("p/t/"+kv[i], write{val: []byte(kv[i+1])})
+		sealRecord(r.buf, first+uint64(i/2))
+		out = append(out, r.buf...)
+	}
+	return out
+}
+
+// walDir opens and closes a store in a new directory and empties its log.
+func walDir(t *testing.T) (dir, wdir string) {
+	t.Helper()
+	dir = t.TempDir()
 	s, err := Open(testConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	wdir := filepath.Join(dir, walDirName)
+	wdir = filepath.Join(dir, walDirName)
 	segs, _ := os.ReadDir(wdir)
 	for _, e := range segs {
 		os.Remove(filepath.Join(wdir, e.Name()))
 	}
-	seg := func(first uint64, recs ...*record) []byte {
-		var out []byte
-		for i, r := range recs {
-			sealRecord(r.buf, first+uint64(i))
-			out = append(out, r.buf...)
-		}
-		return out
-	}
-	rec := func(k, v string) *record {
-		r := &record{}
-		r.reset(nil)
-		r.add("p/t/"+k, write{val: []byte(v)})
-		return r
-	}
-	one := seg(1, rec("a", "1"), rec("b", "2"))
-	one[len(one)-1] ^= 0xff // the second record's value, so its checksum fails
-	two := seg(3, rec("c", "3"))
-	os.WriteFile(filepath.Join(wdir, segmentName(1)), one, 0o600)
-	os.WriteFile(filepath.Join(wdir, segmentName(3)), two, 0o600)
-	if _, err := Open(testConfig(dir)); !errors.Is(err, errWALDamaged) {
-		t.Fatalf("open: %v, want %v", err, errWALDamaged)
-	}
+	return dir, wdir
+}
 
-	// The same damage in the newest segment is a torn tail: a is kept.
-	os.Remove(filepath.Join(wdir, segmentName(3)))
-	s = openTest(t, testConfig(dir))
-	err = s.View(func(tx *Tx) error {
-		if v, err := tx.Get([]byte("p/t/a")); err != nil || string(v) != "1" {
-			return fmt.Errorf("a = %q, %v", v, err)
-		}
-		if _, err := tx.Get([]byte("p/t/b")); !errors.Is(err, ErrNotFound) {
-			return fmt.Errorf("b: %v", err)
+func checkKeys(t *testing.T, s *Store, want map[string]string) {
+	t.Helper()
+	err := s.View(func(tx *Tx) error {
+		for k, v := range want {
+			got, err := tx.Get([]byte("p/t/" + k))
+			if v == "" {
+				if !errors.Is(err, ErrNotFound) {
+					return fmt.Errorf("%s = %q, %v; want none", k, got, err)
+				}
+				continue
+			}
+			if err != nil || string(got) != v {
+				return fmt.Errorf("%s = %q, %v; want %q", k, got, err, v)
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWALDamaged: an unreadable record that is not a crash's torn tail
+// refuses the open rather than lose what follows it.
+func TestWALDamaged(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		segs  map[uint64][]byte
+		want  map[string]string // after a successful open
+		fails bool
+	}{{
+		name:  "damage before the newest segment",
+		segs:  map[uint64][]byte{1: flipLast(segmentOf(1, "a", "1", "b", "2")), 3: segmentOf(3, "c", "3")},
+		fails: true,
+	}, {
+		name:  "damage in the middle of the newest segment",
+		segs:  map[uint64][]byte{1: flipAt(segmentOf(1, "a", "1", "b", "2", "c", "3"), 20)},
+		fails: true,
+	}, {
+		name: "a torn last record",
+		segs: map[uint64][]byte{1: segmentOf(1, "a", "1", "b", "2")[:40]},
+		want: map[string]string{"a": "1", "b": ""},
+	}, {
+		name: "a last record whose checksum fails at the end of the file",
+		segs: map[uint64][]byte{1: flipLast(segmentOf(1, "a", "1", "b", "2"))},
+		want: map[string]string{"a": "1", "b": ""},
+	}, {
+		name: "zeros after the last record",
+		segs: map[uint64][]byte{1: append(segmentOf(1, "a", "1"), make([]byte, 4096)...)},
+		want: map[string]string{"a": "1"},
+	}, {
+		name: "a last record never written but its tail",
+		segs: map[uint64][]byte{1: append(segmentOf(1, "a", "1"), append(make([]byte, walHeaderSize), "garbage"...)...)},
+		want: map[string]string{"a": "1"},
+	}, {
+		name: "a whole segment and an empty newer one (what a crash after the cut leaves)",
+		segs: map[uint64][]byte{1: segmentOf(1, "a", "1"), 2: nil},
+		want: map[string]string{"a": "1"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, wdir := walDir(t)
+			for first, b := range tc.segs {
+				if err := os.WriteFile(filepath.Join(wdir, segmentName(first)), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := Open(testConfig(dir))
+			if tc.fails {
+				if !errors.Is(err, errWALDamaged) {
+					t.Fatalf("open: %v, want %v", err, errWALDamaged)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			checkKeys(t, s, tc.want)
+		})
+	}
+}
+
+func flipLast(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }
+
+func flipAt(b []byte, i int) []byte { b[i] ^= 0xff; return b }
+
+// TestWALTornTailIsCut: the torn record is cut off the segment durably
+// before a newer segment exists, so that a crash during the checkpoint that
+// follows cannot leave a torn segment behind a newer one.
+func TestWALTornTailIsCut(t *testing.T) {
+	dir, wdir := walDir(t)
+	whole := segmentOf(1, "a", "1", "b", "2")
+	name := filepath.Join(wdir, segmentName(1))
+	if err := os.WriteFile(name, whole[:len(whole)-5], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(dir)
+	db, err := openBadger(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := &wal{dir: wdir, sync: fsync}
+	n, err := w.replay(db, 1, true)
+	if err != nil || n != 1 {
+		t.Fatalf("replayed %d, %v", n, err)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(segmentOf(1, "a", "1")) {
+		t.Fatalf("segment after the cut: %x", b)
+	}
+}
+
+// TestWALSyncsBeforeCommit: a batch is synced in the log before Badger
+// holds it, and acked after.
+func TestWALSyncsBeforeCommit(t *testing.T) {
+	s := openTest(t, testConfig(t.TempDir()))
+	var seen []uint64
+	sync := s.wal.sync
+	s.wal.sync = func(f *os.File) error {
+		var n uint64
+		err := s.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(keySequence)
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			v, err := item.ValueCopy(nil)
+			if err == nil {
+				n, err = decodeU64(v)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		seen = append(seen, n)
+		return sync(f)
+	}
+	for i := range 5 {
+		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != i+1 || seen[i] != se.Sequence-1 {
+			t.Fatalf("event %d: Badger held sequences up to %v when the log was synced", se.Sequence, seen)
+		}
+	}
+	// A failed sync fails the write and the store: nothing unsynced is acked.
+	s.wal.sync = func(*os.File) error { return errors.New("disk gone") }
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "x")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("submit after a failed sync: %v", err)
+	}
+}
+
+// TestWALFailedCheckpointFailsStore: a direct write that cannot be made
+// durable stops the store rather than let a later checkpoint retire the log.
+func TestWALFailedCheckpointFailsStore(t *testing.T) {
+	s := openTest(t, testConfig(t.TempDir()), counter{})
+	submitMany(t, s, 10)
+	s.wal.syncDB = func(string) error { return errors.New("disk gone") }
+	if err := s.Rebuild(context.Background()); err == nil {
+		t.Fatal("rebuild succeeded without a durable marker")
+	}
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "x")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("submit after a failed sync: %v", err)
+	}
+	if st := s.State(); st.Status != "failed" {
+		t.Fatalf("status %q", st.Status)
 	}
 }
 
