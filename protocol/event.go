@@ -102,14 +102,74 @@ func (e *Event) Sign(key ed25519.PrivateKey) ([]byte, cid.Cid, error) {
 		return nil, cid.Undef, err
 	}
 	e.Sig = ed25519.Sign(key, msg)
-	b, err := encMode.Marshal(e)
-	if err != nil {
-		return nil, cid.Undef, err
+	b := withSig(msg, e.Sig)
+	if b == nil {
+		if b, err = encMode.Marshal(e); err != nil {
+			return nil, cid.Undef, err
+		}
 	}
 	if len(b) > MaxEventSize {
 		return nil, cid.Undef, ErrEventTooLarge
 	}
 	return b, CIDOf(b), nil
+}
+
+// withSig returns the canonical encoding of an event with signature sig,
+// made from msg, its canonical encoding without one (SigningBytes), or nil
+// when msg is not shaped as expected. Canonical keys sort length-first, so
+// "sig" comes right after "at" and "seq": the signed encoding is msg with
+// the map one entry longer and that entry spliced in after "seq". It spares
+// Sign a second encoding of the whole event.
+func withSig(msg, sig []byte) []byte {
+	const entries = 7 // every field but sig; Prev is encoded even when null
+	if len(msg) < 1 || msg[0] != 0xa0|entries || len(sig) != ed25519.SignatureSize {
+		return nil
+	}
+	off := 1
+	for _, k := range []string{"at", "seq"} {
+		if len(msg) < off+1+len(k) || msg[off] != 0x60|byte(len(k)) || string(msg[off+1:off+1+len(k)]) != k {
+			return nil
+		}
+		off += 1 + len(k)
+		n := intSize(msg[off:])
+		if n == 0 {
+			return nil
+		}
+		off += n
+	}
+	b := make([]byte, 0, len(msg)+6+len(sig))
+	b = append(b, 0xa0|(entries+1))
+	b = append(b, msg[1:off]...)
+	b = append(b, 0x63, 's', 'i', 'g', 0x58, byte(len(sig)))
+	b = append(b, sig...)
+	return append(b, msg[off:]...)
+}
+
+// intSize is the length of the CBOR integer at the start of b, or 0 when b
+// does not start with one.
+func intSize(b []byte) int {
+	if len(b) == 0 || b[0]>>5 > 1 {
+		return 0
+	}
+	n := 0
+	switch info := b[0] & 0x1f; {
+	case info < 24:
+		n = 1
+	case info == 24:
+		n = 2
+	case info == 25:
+		n = 3
+	case info == 26:
+		n = 5
+	case info == 27:
+		n = 9
+	default:
+		return 0
+	}
+	if len(b) < n {
+		return 0
+	}
+	return n
 }
 
 // Verify checks the event's signature against the realm's public key.

@@ -173,3 +173,41 @@ func TestFollows(t *testing.T) {
 		})
 	}
 }
+
+// TestSignSplicesSignature holds Sign's spliced encoding to what the
+// canonical encoder makes of the signed event, across the integer widths of
+// "at" and "seq" and with and without prev.
+func TestSignSplicesSignature(t *testing.T) {
+	key := testKey(2)
+	data, err := EncodeData(map[string]any{"body": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := CIDOf([]byte("prev"))
+	ints := []int64{0, 1, 23, 24, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, 1700000000000, 1<<63 - 1}
+	for _, at := range append(ints, -1, -24, -25, -1700000000000, -1<<63) {
+		for _, seq := range ints {
+			if seq <= 0 {
+				continue
+			}
+			e := &Event{Realm: "ainotes", Seq: uint64(seq), Type: "t.x", At: at, Author: "ainotes:a", Data: data}
+			if seq > 1 {
+				e.Prev = Link{prev}
+			}
+			b, c, err := e.Sign(key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := encMode.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, want) || c != CIDOf(want) {
+				t.Fatalf("at %d seq %d: spliced\n%x\nwant\n%x", at, seq, b, want)
+			}
+		}
+	}
+	if withSig([]byte{0xa6}, make([]byte, 64)) != nil || withSig(nil, nil) != nil {
+		t.Fatal("withSig took a map of the wrong shape")
+	}
+}

@@ -332,6 +332,9 @@ type committer struct {
 	pending []*batch // handed to the writer and not in snap, oldest first
 	cur     *batch   // being filled
 	lastID  uint64
+	// recent keeps the writes of batches that left pending: for those
+	// keys, what snap holds, without a Badger read.
+	recent recentWrites
 
 	// The node sequence and realm heads as every op kept so far left them,
 	// committed or not. Trusted only while the store has not failed.
@@ -437,6 +440,7 @@ func (c *committer) refresh() {
 	c.snap = n.txn
 	i := 0
 	for i < len(c.pending) && c.pending[i].id <= n.upTo {
+		c.recent.add(c.pending[i].writes)
 		i++
 	}
 	c.pending = slices.Delete(c.pending, 0, i)
@@ -452,7 +456,44 @@ func (c *committer) resnap() {
 	c.snap = c.s.db.NewTransaction(false)
 	clear(c.pending)
 	c.pending = c.pending[:0]
+	c.recent.reset() // direct writes may have changed anything
 }
+
+// recentWrites is a cache of committed writes in two generations: when the
+// newer holds recentBytes of values it becomes the older and the older is
+// dropped. A key is looked up in the newer first, so a hit is always the
+// newest committed write of those the cache saw, and the cache sees every
+// committed batch in order (resnap clears it when Badger is written
+// directly).
+type recentWrites struct {
+	cur, old map[string]write
+	bytes    int
+}
+
+const recentBytes = 8 << 20
+
+func (r *recentWrites) get(k string) (write, bool) {
+	if w, ok := r.cur[k]; ok {
+		return w, true
+	}
+	w, ok := r.old[k]
+	return w, ok
+}
+
+func (r *recentWrites) add(writes map[string]write) {
+	if r.cur == nil {
+		r.cur = make(map[string]write, len(writes))
+	}
+	for k, w := range writes {
+		r.cur[k] = w
+		r.bytes += len(k) + len(w.val)
+	}
+	if r.bytes >= recentBytes {
+		r.old, r.cur, r.bytes = r.cur, nil, 0
+	}
+}
+
+func (r *recentWrites) reset() { *r = recentWrites{} }
 
 // shutdown finishes the pipeline when ops is closed.
 func (c *committer) shutdown() {
@@ -516,7 +557,7 @@ func (c *committer) run(o *op) {
 	for _, p := range c.pending {
 		layers = append(layers, p.writes)
 	}
-	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write),
+	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, 8),
 		layers: append(layers, b.writes), c: c, b: b, seq: c.seq}
 	ev, err := c.s.runOp(o, tx)
 	b.ops = append(b.ops, o)

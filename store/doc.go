@@ -5,8 +5,10 @@
 // Appending an event and updating every projection it touches happen in one
 // Badger transaction, so projections never disagree with the log and can be
 // rebuilt from it (Rebuild). A write is acknowledged only once durable:
-// Badger runs with SyncWrites, and Submit, Ingest and Restore return after the
-// commit of the transaction holding their op.
+// Submit, Ingest and Restore return after the transaction holding their op
+// was appended to the store's write-ahead log and synced (wal.go), and then
+// committed to Badger, which itself runs without SyncWrites; Open replays the
+// log into Badger before anything reads it.
 //
 // # The pipeline
 //
@@ -18,7 +20,8 @@
 //     batch over and starts the next one at once.
 //   - The writer (stage 2) takes batches in order, moves the kept ops'
 //     overlays into a Badger transaction (blind writes: it never reads),
-//     commits it with an fsync, publishes the heads and sequence reached,
+//     appends the same writes to the write-ahead log and fdatasyncs it,
+//     commits the transaction, publishes the heads and sequence reached,
 //     acks the batch's ops and opens a fresh read-only snapshot for the
 //     committer.
 //
@@ -37,6 +40,7 @@
 //	m/seq                        → last node sequence (8 BE)
 //	m/id/<name>                  → last id handed out by Tx.NextID (8 BE)
 //	m/rebuilding                 → present while a Rebuild is incomplete
+//	wal/<first record, 16 hex>.wal  (files beside Badger's: the write-ahead log)
 //	x/eq/<realm>\x00<seq>‖<cid>  → raw event: both sides of an equivocation
 //	l/…                          → local-only tables (owned by realm/)
 //	p/…                          → projections (owned by projectors)

@@ -27,6 +27,9 @@ func (s *Store) rebuild(ctx context.Context) error {
 	defer s.rebuilding.Store(false)
 	s.rebuildNeeded.Store(true)
 	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRebuilding, []byte{1}) })
+	if err == nil {
+		err = s.syncDirect()
+	}
 	if err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
@@ -36,6 +39,11 @@ func (s *Store) rebuild(ctx context.Context) error {
 				return fmt.Errorf("store: rebuild: clearing %q: %w", pre, err)
 			}
 		}
+	}
+	// The deletes bypass the log: durable now, so that no crash keeps a
+	// later write without them.
+	if err := s.syncDirect(); err != nil {
+		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	s.c.resnap() // the replay must read the cleared projections
 	var after uint64
@@ -70,7 +78,11 @@ func (s *Store) rebuild(ctx context.Context) error {
 		}
 		after = evs[len(evs)-1].Sequence
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) }); err != nil {
+	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) })
+	if err == nil {
+		err = s.syncDirect()
+	}
+	if err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	s.rebuildNeeded.Store(false)

@@ -78,6 +78,12 @@ type Store struct {
 	log  *slog.Logger
 	db   *badger.DB
 	opts badger.Options
+	wal  *wal // nil in memory
+	// walReplayed is how many records Open replayed, for tests.
+	walReplayed int
+	// checkpoints runs the write-ahead log's background checkpoints.
+	checkpoints sync.WaitGroup
+	ckRunning   atomic.Bool
 
 	ops        chan *op
 	loopDone   chan struct{}
@@ -130,6 +136,50 @@ func Open(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("store: key has %d bytes", len(cfg.Key))
 	}
 
+	db, err := openBadger(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var w *wal
+	walReplayed := 0
+	if !cfg.InMemory {
+		var replayed int
+		if w, replayed, err = openWAL(db, cfg.Dir); err != nil {
+			db.Close()
+			return nil, err
+		}
+		if replayed > 0 {
+			cfg.Logger.Info("store: replayed the write-ahead log", "records", replayed)
+		}
+		walReplayed = replayed
+	}
+	s := &Store{
+		wal:         w,
+		walReplayed: walReplayed,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		db:          db,
+		opts:        db.Opts(),
+		ops:         make(chan *op, 4*cfg.MaxBatch),
+		loopDone:    make(chan struct{}),
+		stop:        make(chan struct{}),
+		handoff:     make(chan *batch),
+		writerDone:  make(chan struct{}),
+		heads:       make(map[string]protocol.Head),
+	}
+	if err := s.load(); err != nil {
+		s.closeWAL()
+		db.Close()
+		return nil, err
+	}
+	s.c = newCommitter(s)
+	go s.writeLoop()
+	go s.commitLoop()
+	return s, nil
+}
+
+// openBadger opens the Badger database cfg describes.
+func openBadger(cfg Config) (*badger.DB, error) {
 	var opts badger.Options
 	if cfg.InMemory {
 		opts = badger.DefaultOptions("").WithInMemory(true)
@@ -142,9 +192,10 @@ func Open(cfg Config) (*Store, error) {
 		}
 		opts = badger.DefaultOptions(cfg.Dir)
 	}
-	// One fsync per commit is the durability promise; the committer is the
-	// only writer, so Badger's conflict detection would be wasted work.
-	opts = opts.WithSyncWrites(!cfg.InMemory).
+	// Durability comes from the store's own write-ahead log (wal.go), so
+	// Badger need not sync its own log on every commit; the committer is
+	// the only writer, so Badger's conflict detection would be wasted work.
+	opts = opts.WithSyncWrites(false).
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
 	db, err := badger.Open(opts)
@@ -156,30 +207,12 @@ func Open(cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	s := &Store{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		db:         db,
-		opts:       opts,
-		ops:        make(chan *op, 4*cfg.MaxBatch),
-		loopDone:   make(chan struct{}),
-		stop:       make(chan struct{}),
-		handoff:    make(chan *batch),
-		writerDone: make(chan struct{}),
-		heads:      make(map[string]protocol.Head),
-	}
-	if err := s.load(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	s.c = newCommitter(s)
-	go s.writeLoop()
-	go s.commitLoop()
-	return s, nil
+	return db, nil
 }
 
 // load sets or checks the schema version and reads the heads and sequence.
 func (s *Store) load() error {
+	wrote := false
 	err := s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(keySchema)
 		switch {
@@ -191,6 +224,7 @@ func (s *Store) load() error {
 			if !empty {
 				return errors.New("store: directory holds data but no schema version: not a relay store")
 			}
+			wrote = true
 			return txn.Set(keySchema, u64(SchemaVersion))
 		case err != nil:
 			return err
@@ -210,6 +244,11 @@ func (s *Store) load() error {
 	})
 	if err != nil {
 		return err
+	}
+	if wrote {
+		if err := s.syncDirect(); err != nil {
+			return err
+		}
 	}
 	return s.View(func(tx *Tx) error {
 		switch v, err := tx.Get(keySequence); {
@@ -311,7 +350,14 @@ func (s *Store) Close() error {
 		s.inflight.Wait() // no one sends on ops any more
 		close(s.ops)
 		<-s.loopDone
-		s.closeErr = s.db.Close()
+		s.checkpoints.Wait()
+		if s.wal != nil && s.failure() == nil {
+			s.closeErr = s.wal.checkpointAll()
+		}
+		if err := s.db.Close(); s.closeErr == nil {
+			s.closeErr = err
+		}
+		s.closeWAL()
 	})
 	return s.closeErr
 }
@@ -506,7 +552,7 @@ func (s *Store) State() State {
 		Status:        "ok",
 		Sequence:      s.seq.Load(),
 		SchemaVersion: SchemaVersion,
-		SyncWrites:    s.opts.SyncWrites,
+		SyncWrites:    s.wal != nil,
 		Compression:   compressionName(s.opts.Compression),
 		InMemory:      s.opts.InMemory,
 	}

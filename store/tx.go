@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"testing"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -54,6 +55,13 @@ func (tx *Tx) Get(key []byte) ([]byte, error) {
 	for i := len(tx.layers) - 1; !ok && i >= 0; i-- {
 		w, ok = tx.layers[i][string(key)]
 	}
+	if !ok && tx.c != nil {
+		if w, ok = tx.c.recent.get(string(key)); ok && verifyRecent {
+			if err := tx.checkRecent(key, w); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if ok {
 		if w.del {
 			return nil, ErrNotFound
@@ -68,6 +76,35 @@ func (tx *Tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	return item.ValueCopy(nil)
+}
+
+// verifyRecent makes every hit of the committer's cache of committed writes
+// prove itself against the snapshot. On in test binaries only.
+var verifyRecent = testing.Testing()
+
+// errRecentStale is a cached committed write that differs from the
+// snapshot: the cache missed a write (only verifyRecent finds it).
+var errRecentStale = errors.New("store: cached committed write differs from the snapshot")
+
+func (tx *Tx) checkRecent(key []byte, w write) error {
+	item, err := tx.txn.Get(key)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		if !w.del {
+			return fmt.Errorf("%w: %q is not in the snapshot", errRecentStale, key)
+		}
+		return nil
+	case err != nil:
+		return err
+	}
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return err
+	}
+	if w.del || !bytes.Equal(v, w.val) {
+		return fmt.Errorf("%w: %q", errRecentStale, key)
+	}
+	return nil
 }
 
 // GetJSON decodes the JSON record at key into v; found is false when there
@@ -255,10 +292,14 @@ func seekFirst(it *badger.Iterator, prefix []byte, reverse bool) {
 
 // flushTo moves the overlay into txn. On an error txn holds part of it and
 // must be discarded.
-func (tx *Tx) flushTo(txn *badger.Txn) error {
+func (tx *Tx) flushTo(txn *badger.Txn, rec *record) error {
 	for _, k := range tx.order {
-		if err := setWrite(txn, k, tx.writes[k]); err != nil {
+		w := tx.writes[k]
+		if err := setWrite(txn, k, w); err != nil {
 			return err
+		}
+		if rec != nil {
+			rec.add(k, w)
 		}
 	}
 	return nil

@@ -71,15 +71,18 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 	if len(b.order) > 0 {
 		txn := s.db.NewTransaction(true)
 		defer txn.Discard()
+		rec := s.newRecord()
 		for _, k := range b.order {
-			if err := setWrite(txn, k, b.writes[k]); err != nil {
+			w := b.writes[k]
+			if err := setWrite(txn, k, w); err != nil {
 				if errors.Is(err, badger.ErrTxnTooBig) {
 					return false, errSplit
 				}
 				return false, fmt.Errorf("write: %w", err)
 			}
+			rec.add(k, w)
 		}
-		if err := s.commitTxn(txn); err != nil {
+		if err := s.commitTxn(txn, rec); err != nil {
 			return false, err
 		}
 	}
@@ -94,13 +97,14 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
+	rec := s.newRecord()
 	writes := 0
 	for ; n < len(ops); n++ {
 		o := ops[n]
 		if o.tx == nil {
 			continue
 		}
-		ferr := o.tx.flushTo(txn)
+		ferr := o.tx.flushTo(txn, rec)
 		if ferr == nil {
 			writes += len(o.tx.order)
 			continue
@@ -114,11 +118,12 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 		// again with the ops before o and leave o to the next part.
 		txn.Discard()
 		txn, writes = s.db.NewTransaction(true), 0
+		rec = s.newRecord()
 		for _, k := range ops[:n] {
 			if k.tx == nil {
 				continue
 			}
-			if ferr := k.tx.flushTo(txn); ferr != nil {
+			if ferr := k.tx.flushTo(txn, rec); ferr != nil {
 				return 0, false, fmt.Errorf("write: %w", ferr) // it fitted a moment ago
 			}
 			writes += len(k.tx.order)
@@ -126,7 +131,7 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 		break
 	}
 	if writes > 0 {
-		if err := s.commitTxn(txn); err != nil {
+		if err := s.commitTxn(txn, rec); err != nil {
 			return 0, false, err
 		}
 	}
@@ -134,11 +139,28 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 	return n, writes > 0, nil
 }
 
-// commitTxn commits (and syncs) txn.
-func (s *Store) commitTxn(txn *badger.Txn) error {
+// newRecord starts the write-ahead record of a transaction; nil when the
+// store has no log (in memory).
+func (s *Store) newRecord() *record {
+	if s.wal == nil {
+		return nil
+	}
+	r := &record{}
+	r.reset(s.wal.buffer())
+	return r
+}
+
+// commitTxn makes txn's writes durable and commits them: rec, which holds
+// the same writes, is appended to the write-ahead log and synced first, so
+// that nothing Badger shows readers can be lost by a crash.
+func (s *Store) commitTxn(txn *badger.Txn, rec *record) error {
 	var err error
 	if s.beforeCommit != nil {
 		err = s.beforeCommit()
+	}
+	full := false
+	if err == nil && rec != nil {
+		full, err = s.wal.append(rec)
 	}
 	if err == nil {
 		err = txn.Commit()
@@ -147,6 +169,9 @@ func (s *Store) commitTxn(txn *badger.Txn) error {
 		return fmt.Errorf("commit: %w", err)
 	}
 	s.commits.Add(1)
+	if full {
+		s.rotateWAL()
+	}
 	return nil
 }
 

@@ -1,0 +1,11 @@
+package store
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// fsync makes f's data durable. fdatasync skips the metadata a log append
+// does not need (the modification time).
+func fsync(f *os.File) error { return unix.Fdatasync(int(f.Fd())) }

@@ -1,0 +1,520 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// The write-ahead log makes a batch durable before Badger, which runs
+// without SyncWrites, sees it: the writer appends the batch's writes as one
+// record to the current segment and fdatasyncs it, then commits the same
+// writes to Badger unsynced, then acks. Badger's own log is a memory-mapped
+// file that it syncs with msync, which on this kind of machine costs about
+// twice the CPU of an fdatasync after write(2) and grows with the pages a
+// commit touches (write-protect faults and page cleaning); the writer is a
+// single goroutine, so that cost capped every write path.
+//
+// Records are replayed into Badger at Open, before anything reads it. A
+// record holds full values (sets and deletes, never increments), so
+// replaying a suffix of the log in order leaves every key it touches as the
+// last record left it, whatever part of it Badger had kept: that is why a
+// segment may be replayed again, and why a segment is deleted only once
+// Badger's files are synced past its last record, and only oldest first.
+//
+// Segment files are named by their first record number (16 hex digits,
+// .wal); a record is
+//
+//	len (4, LE) ‖ crc32c of recno ‖ payload (4, LE) ‖ recno (8, LE) ‖ payload
+//
+// and its payload a sequence of entries: 0 ‖ uvarint klen ‖ key ‖ uvarint
+// vlen ‖ value for a set, 1 ‖ uvarint klen ‖ key for a delete. Scanning stops
+// at the first record that is short, fails its checksum or does not carry
+// the next number: the torn tail of a crash. Only the newest segment may
+// end that way.
+type wal struct {
+	dir   string // the segments' directory
+	dbDir string // Badger's directory, synced by checkpoints
+	// sync makes a segment's appended records durable: fdatasync where
+	// there is one. Tests wrap it.
+	sync func(*os.File) error
+	// syncDB syncs Badger's files for a checkpoint: syncFiles. Tests wrap it.
+	syncDB func(dir string) error
+	// segSize is where the writer starts a new segment (walSegmentSize;
+	// tests make it small).
+	segSize int64
+
+	ckmu sync.Mutex // one checkpoint at a time; taken before mu
+
+	mu    sync.Mutex // guards everything below; the writer and checkpoints take it
+	f     *os.File   // the current segment
+	first uint64     // its first record number
+	off   int64      // where the next record goes
+	next  uint64     // the next record number
+	buf   []byte
+	// done are the segments older than f: every record in them is
+	// committed to Badger, but maybe not yet synced there.
+	done []uint64
+}
+
+const (
+	walDirName    = "wal"
+	walExt        = ".wal"
+	walHeaderSize = 16
+	// walSegmentSize is where the writer starts a new segment; a checkpoint
+	// then syncs Badger's files and deletes the old one.
+	walSegmentSize = 32 << 20
+	entrySet       = 0
+	entryDelete    = 1
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// errWALDamaged means a segment other than the newest holds a record that
+// cannot be read: something other than a crash changed the log.
+var errWALDamaged = errors.New("store: write-ahead log damaged")
+
+func segmentName(first uint64) string { return fmt.Sprintf("%016x%s", first, walExt) }
+
+// openWAL replays every record in dir's segments into db, makes Badger's
+// files durable, deletes the replayed segments and starts a new one. It
+// returns how many records it replayed.
+func openWAL(db *badger.DB, dbDir string) (*wal, int, error) {
+	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles}
+	if err := os.MkdirAll(w.dir, 0o700); err != nil {
+		return nil, 0, fmt.Errorf("store: wal: %w", err)
+	}
+	if err := syncDir(dbDir); err != nil { // the log's directory, new in an older store
+		return nil, 0, err
+	}
+	segs, err := w.segments()
+	if err != nil {
+		return nil, 0, err
+	}
+	replayed := 0
+	for i, first := range segs {
+		if i == 0 {
+			w.next = first
+		}
+		if first != w.next {
+			return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
+		}
+		newest := i == len(segs)-1
+		n, err := w.replay(db, first, newest)
+		if err != nil {
+			return nil, 0, err
+		}
+		replayed += n
+		w.next += uint64(n)
+	}
+	w.done = segs
+	if len(segs) > 0 && segs[len(segs)-1] == w.next {
+		// The newest segment holds no record: it becomes the current one
+		// (emptied), rather than be retired under the same name.
+		w.done = segs[:len(segs)-1]
+	}
+	if err := w.startSegment(); err != nil {
+		return nil, 0, err
+	}
+	// What was replayed is in Badger unsynced; make it durable before the
+	// segments that hold it go.
+	if err := w.checkpoint(); err != nil {
+		return nil, 0, err
+	}
+	return w, replayed, nil
+}
+
+// segments lists the first record numbers of the segments in dir, in order.
+func (w *wal) segments() ([]uint64, error) {
+	ents, err := os.ReadDir(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("store: wal: %w", err)
+	}
+	var out []uint64
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), walExt)
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		n, err := strconv.ParseUint(name, 16, 64)
+		if err != nil || len(name) != 16 {
+			return nil, fmt.Errorf("%w: unexpected file %s", errWALDamaged, e.Name())
+		}
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// replay commits the records of one segment to db, in order, each in a
+// transaction of its own as it was written, and returns how many. Every
+// record but the one being written at a crash was synced before the next
+// was begun, so only the newest segment may end in a torn record, and only
+// at its end: the torn record is cut off (durably, so that the segment is
+// whole once a newer one exists). Anything else unreadable is damage.
+func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
+	name := filepath.Join(w.dir, segmentName(first))
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return 0, fmt.Errorf("store: wal: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return 0, fmt.Errorf("store: wal: %w", err)
+	}
+	n, off, want := 0, 0, first
+	for off < len(data) {
+		payload, size, ok := readRecord(data[off:], want)
+		if !ok {
+			if !newest || !tornTail(data[off:], want) {
+				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
+			}
+			if err := f.Truncate(int64(off)); err != nil {
+				return n, fmt.Errorf("store: wal: %w", err)
+			}
+			if err := fsync(f); err != nil {
+				return n, fmt.Errorf("store: wal: %w", err)
+			}
+			break
+		}
+		if err := applyRecord(db, payload); err != nil {
+			return n, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
+		}
+		n++
+		want++
+		off += size
+	}
+	return n, nil
+}
+
+// tornTail reports whether rest, which does not start with a readable
+// record numbered want, is what a crash leaves of that record's append:
+// nothing but zeros (space the file system allocated but never wrote), or
+// a header numbered want (or one never written: zeros) whose record runs
+// past the end of the file or is followed by zeros only. Sector writes are
+// atomic, so a header is either the record's or zeros.
+func tornTail(rest []byte, want uint64) bool {
+	if allZero(rest) {
+		return true
+	}
+	if len(rest) < walHeaderSize {
+		return true // the header itself was cut short
+	}
+	size := binary.LittleEndian.Uint32(rest)
+	recno := binary.LittleEndian.Uint64(rest[8:])
+	if recno == 0 && size == 0 && binary.LittleEndian.Uint32(rest[4:]) == 0 {
+		return true // the header sector never reached the disk
+	}
+	if recno != want {
+		return false
+	}
+	end := uint64(walHeaderSize) + uint64(size)
+	return end >= uint64(len(rest)) || allZero(rest[end:])
+}
+
+// readRecord reads the record numbered want at the front of data: its
+// payload and its whole size.
+func readRecord(data []byte, want uint64) (payload []byte, size int, ok bool) {
+	if len(data) < walHeaderSize {
+		return nil, 0, false
+	}
+	n := binary.LittleEndian.Uint32(data)
+	sum := binary.LittleEndian.Uint32(data[4:])
+	recno := binary.LittleEndian.Uint64(data[8:])
+	if recno != want || uint64(n) > uint64(len(data)-walHeaderSize) {
+		return nil, 0, false
+	}
+	end := walHeaderSize + int(n)
+	if crc32.Checksum(data[8:end], castagnoli) != sum {
+		return nil, 0, false
+	}
+	return data[walHeaderSize:end], end, true
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// applyRecord commits a record's entries to db in one transaction.
+func applyRecord(db *badger.DB, p []byte) error {
+	txn := db.NewTransaction(true)
+	defer txn.Discard()
+	for len(p) > 0 {
+		kind := p[0]
+		p = p[1:]
+		key, rest, ok := readBytes(p)
+		if !ok {
+			return errors.New("bad entry")
+		}
+		p = rest
+		var err error
+		switch kind {
+		case entrySet:
+			var val []byte
+			if val, p, ok = readBytes(p); !ok {
+				return errors.New("bad entry")
+			}
+			err = txn.Set(key, val)
+		case entryDelete:
+			err = txn.Delete(key)
+		default:
+			return fmt.Errorf("bad entry kind %d", kind)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return txn.Commit()
+}
+
+func readBytes(p []byte) (b, rest []byte, ok bool) {
+	n, k := binary.Uvarint(p)
+	if k <= 0 || n > uint64(len(p)-k) {
+		return nil, nil, false
+	}
+	return p[k : k+int(n)], p[k+int(n):], true
+}
+
+// record collects one record's entries next to the Badger transaction that
+// gets the same writes.
+type record struct {
+	buf []byte
+}
+
+func (r *record) reset(buf []byte) { r.buf = append(buf[:0], make([]byte, walHeaderSize)...) }
+
+func (r *record) add(k string, w write) {
+	if r == nil {
+		return
+	}
+	if w.del {
+		r.buf = append(r.buf, entryDelete)
+		r.buf = binary.AppendUvarint(r.buf, uint64(len(k)))
+		r.buf = append(r.buf, k...)
+		return
+	}
+	r.buf = append(r.buf, entrySet)
+	r.buf = binary.AppendUvarint(r.buf, uint64(len(k)))
+	r.buf = append(r.buf, k...)
+	r.buf = binary.AppendUvarint(r.buf, uint64(len(w.val)))
+	r.buf = append(r.buf, w.val...)
+}
+
+// sealRecord fills in the header of the record b as number recno.
+func sealRecord(b []byte, recno uint64) {
+	binary.LittleEndian.PutUint32(b, uint32(len(b)-walHeaderSize))
+	binary.LittleEndian.PutUint64(b[8:], recno)
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
+}
+
+// buffer hands out the wal's record buffer for reuse.
+func (w *wal) buffer() []byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.buf
+	w.buf = nil
+	return b
+}
+
+// append writes the record and syncs it. It reports whether the segment is
+// full, so that the caller checkpoints.
+func (w *wal) append(r *record) (full bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := r.buf
+	sealRecord(b, w.next)
+	if _, err := w.f.WriteAt(b, w.off); err != nil {
+		return false, fmt.Errorf("wal: %w", err)
+	}
+	if err := w.sync(w.f); err != nil {
+		return false, fmt.Errorf("wal: sync: %w", err)
+	}
+	w.off += int64(len(b))
+	w.next++
+	w.buf = b
+	return w.off >= w.segSize, nil
+}
+
+// startSegment closes the current segment (its records all committed to
+// Badger) and opens the next. Call with mu held or before the wal is shared.
+func (w *wal) startSegment() error {
+	if w.f != nil {
+		if err := w.f.Close(); err != nil {
+			return fmt.Errorf("store: wal: %w", err)
+		}
+		w.done = append(w.done, w.first)
+	}
+	f, err := os.OpenFile(filepath.Join(w.dir, segmentName(w.next)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("store: wal: %w", err)
+	}
+	if err := syncDir(w.dir); err != nil {
+		f.Close()
+		return err
+	}
+	w.f, w.first, w.off = f, w.next, 0
+	return nil
+}
+
+// rotateSegment starts a new segment; the caller checkpoints.
+func (w *wal) rotateSegment() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.startSegment()
+}
+
+// checkpoint syncs Badger's files and then deletes the segments older than
+// the current one, oldest first, each deletion durable before the next.
+// Every record in them was committed to Badger before the sync began.
+func (w *wal) checkpoint() error {
+	w.ckmu.Lock()
+	defer w.ckmu.Unlock()
+	w.mu.Lock()
+	done := slices.Clone(w.done)
+	w.mu.Unlock()
+	if len(done) == 0 {
+		return nil
+	}
+	if err := w.syncDB(w.dbDir); err != nil {
+		return err
+	}
+	for _, first := range done {
+		if err := os.Remove(filepath.Join(w.dir, segmentName(first))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("store: wal: %w", err)
+		}
+		if err := syncDir(w.dir); err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.done = w.done[1:]
+		w.mu.Unlock()
+	}
+	return nil
+}
+
+// checkpointAll makes everything committed to Badger so far durable there
+// and leaves an empty segment: for writes made to Badger directly, which a
+// later replay of older records must not undo. The pipeline must be idle.
+func (w *wal) checkpointAll() error {
+	w.mu.Lock()
+	var err error
+	if w.off > 0 {
+		err = w.startSegment()
+	}
+	w.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := w.checkpoint(); err != nil {
+		return err
+	}
+	// The current segment may be empty but Badger's direct writes still
+	// need the sync.
+	return w.syncDB(w.dbDir)
+}
+
+func (w *wal) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Close()
+}
+
+// syncFiles fsyncs every regular file in dir, then dir itself: Badger's
+// memtable logs (which it only msyncs with SyncWrites), tables, value log
+// and manifest. An fsync through a second descriptor writes back pages
+// dirtied through Badger's mappings too. A file deleted meanwhile was
+// compacted or flushed away, which Badger made durable itself.
+func syncFiles(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("store: sync: %w", err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("store: sync: %w", err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("store: sync %s: %w", e.Name(), err)
+		}
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("store: sync: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("store: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// rotateWAL starts a new segment on the writer and checkpoints the old ones
+// in the background, one checkpoint at a time; a checkpoint still running
+// takes the new segment's predecessors with it next time.
+func (s *Store) rotateWAL() {
+	if err := s.wal.rotateSegment(); err != nil {
+		s.fail(err)
+		return
+	}
+	if !s.ckRunning.CompareAndSwap(false, true) {
+		return
+	}
+	s.checkpoints.Go(func() {
+		defer s.ckRunning.Store(false)
+		if err := s.wal.checkpoint(); err != nil {
+			s.fail(err)
+		}
+	})
+}
+
+// syncDirect makes writes made to Badger outside the log durable, and
+// retires every record before them, whose replay could undo them. Call it
+// with the pipeline idle.
+// A failure fails the store: after a failed fsync the kernel may have
+// dropped the pages it could not write and call them clean, so a later
+// checkpoint could not be trusted to retire the log.
+func (s *Store) syncDirect() error {
+	if s.wal == nil {
+		return nil
+	}
+	s.checkpoints.Wait()
+	if err := s.wal.checkpointAll(); err != nil {
+		return s.fail(err)
+	}
+	return nil
+}
+
+func (s *Store) closeWAL() {
+	if s.wal != nil {
+		s.wal.close()
+	}
+}

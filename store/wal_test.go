@@ -1,0 +1,547 @@
+package store
+
+import (
+	"context"
+
+	"errors"
+	"fmt"
+	"github.com/dgraph-io/badger/v4"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// copyFiles copies the regular files of src into dst (created if needed).
+func copyFiles(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() || e.Name() == "LOCK" {
+			continue
+		}
+		in, err := os.Open(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := os.Create(filepath.Join(dst, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.Copy(out, in); err != nil {
+			t.Fatal(err)
+		}
+		in.Close()
+		out.Close()
+	}
+}
+
+// submitMany submits n events from 16 writers, so that batches hold many.
+func submitMany(t *testing.T, s *Store, n int) []*StoredEvent {
+	t.Helper()
+	var mu sync.Mutex
+	var out []*StoredEvent
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := w; i < n; i += 16 {
+				se, err := s.Submit(context.Background(), draftFn([]string{"t.a", "t.b"}[i%2], fmt.Sprint("event ", i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				out = append(out, se)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// crashCopy returns a data directory holding Badger as it was in base and
+// the write-ahead log of live: what a crash leaves when Badger kept none of
+// its unsynced commits since base.
+func crashCopy(t *testing.T, base, live string) string {
+	t.Helper()
+	dir := t.TempDir()
+	copyFiles(t, base, dir)
+	copyFiles(t, filepath.Join(live, walDirName), filepath.Join(dir, walDirName))
+	return dir
+}
+
+// checkHolds checks that s holds every event in evs and that its counter
+// projection agrees with its log.
+func checkHolds(t *testing.T, s *Store, evs []*StoredEvent) {
+	t.Helper()
+	for _, se := range evs {
+		got, err := s.EventByCID(se.CID)
+		if err != nil {
+			t.Fatalf("event %s lost: %v", se.CID, err)
+		}
+		if string(got.Raw) != string(se.Raw) || got.Sequence != se.Sequence {
+			t.Fatalf("event %s changed", se.CID)
+		}
+	}
+	heads, err := s.Heads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := heads[localRealm]; h.Seq != uint64(len(evs)) {
+		t.Fatalf("head at %d, want %d", h.Seq, len(evs))
+	}
+	if s.Sequence() != uint64(len(evs)) {
+		t.Fatalf("sequence %d, want %d", s.Sequence(), len(evs))
+	}
+	if n := countOf(t, s, "*"); n != uint64(len(evs)) {
+		t.Fatalf("projection counts %d events, want %d", n, len(evs))
+	}
+}
+
+func countOf(t *testing.T, s *Store, typ string) uint64 {
+	t.Helper()
+	var n uint64
+	err := s.View(func(tx *Tx) error {
+		v, err := tx.Get(append([]byte("p/count/"), typ...))
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		n, err = decodeU64(v)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestWALReplaysWhatBadgerLost: every acknowledged write is in the log, so
+// a Badger that kept nothing since its last sync is brought back whole.
+func TestWALReplaysWhatBadgerLost(t *testing.T) {
+	live := t.TempDir()
+	cfg := testConfig(live)
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	base := t.TempDir()
+	copyFiles(t, live, base) // Badger synced, before any event
+
+	s, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Register(counter{})
+	evs := submitMany(t, s, 300)
+	dir := crashCopy(t, base, live) // while open: the log holds every acked write
+	s.Close()
+
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, evs)
+	if st := s.State(); st.Status != "ok" || !st.SyncWrites {
+		t.Fatalf("state %+v", st)
+	}
+	if s.walReplayed == 0 {
+		t.Fatal("nothing was replayed")
+	}
+	// The replay was made durable and retired: the next open replays nothing.
+	more := submitMany(t, s, 20)
+	s.Close()
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, append(evs, more...))
+	if s.walReplayed != 0 {
+		t.Fatalf("a clean close left %d records to replay", s.walReplayed)
+	}
+}
+
+// TestWALTornTail: a record cut short by a crash was never acknowledged;
+// the records before it are replayed and the store opens.
+func TestWALTornTail(t *testing.T) {
+	live := t.TempDir()
+	cfg := testConfig(live)
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	base := t.TempDir()
+	copyFiles(t, live, base)
+
+	s, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Register(counter{})
+	var evs []*StoredEvent
+	for i := range 10 { // one event per record
+		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, se)
+	}
+	dir := crashCopy(t, base, live)
+	s.Close()
+
+	segs, err := os.ReadDir(filepath.Join(dir, walDirName))
+	if err != nil || len(segs) != 1 {
+		t.Fatalf("segments %v, %v", segs, err)
+	}
+	name := filepath.Join(dir, walDirName, segs[0].Name())
+	fi, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(name, fi.Size()-3); err != nil { // the last record torn
+		t.Fatal(err)
+	}
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, evs[:9])
+	if s.walReplayed != 9 {
+		t.Fatalf("replayed %d records, want 9", s.walReplayed)
+	}
+	// The chain goes on from the last event kept.
+	se, err := s.Submit(context.Background(), draftFn("t.a", "after"))
+	if err != nil || se.Event.Seq != 10 {
+		t.Fatalf("next event %v, %v", se, err)
+	}
+}
+
+// segmentOf makes the bytes of a segment whose records set p/t/<k> = v.
+func segmentOf(first uint64, kv ...string) []byte {
+	var out []byte
+	for i := 0; i < len(kv); i += 2 {
+		r := &record{}
+		r.reset(nil)
+		r.add("p/t/"+kv[i], write{val: []byte(kv[i+1])})
+		sealRecord(r.buf, first+uint64(i/2))
+		out = append(out, r.buf...)
+	}
+	return out
+}
+
+// walDir opens and closes a store in a new directory and empties its log.
+func walDir(t *testing.T) (dir, wdir string) {
+	t.Helper()
+	dir = t.TempDir()
+	s, err := Open(testConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	wdir = filepath.Join(dir, walDirName)
+	segs, _ := os.ReadDir(wdir)
+	for _, e := range segs {
+		os.Remove(filepath.Join(wdir, e.Name()))
+	}
+	return dir, wdir
+}
+
+func checkKeys(t *testing.T, s *Store, want map[string]string) {
+	t.Helper()
+	err := s.View(func(tx *Tx) error {
+		for k, v := range want {
+			got, err := tx.Get([]byte("p/t/" + k))
+			if v == "" {
+				if !errors.Is(err, ErrNotFound) {
+					return fmt.Errorf("%s = %q, %v; want none", k, got, err)
+				}
+				continue
+			}
+			if err != nil || string(got) != v {
+				return fmt.Errorf("%s = %q, %v; want %q", k, got, err, v)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWALDamaged: an unreadable record that is not a crash's torn tail
+// refuses the open rather than lose what follows it.
+func TestWALDamaged(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		segs  map[uint64][]byte
+		want  map[string]string // after a successful open
+		fails bool
+	}{{
+		name:  "damage before the newest segment",
+		segs:  map[uint64][]byte{1: flipLast(segmentOf(1, "a", "1", "b", "2")), 3: segmentOf(3, "c", "3")},
+		fails: true,
+	}, {
+		name:  "damage in the middle of the newest segment",
+		segs:  map[uint64][]byte{1: flipAt(segmentOf(1, "a", "1", "b", "2", "c", "3"), 20)},
+		fails: true,
+	}, {
+		name: "a torn last record",
+		segs: map[uint64][]byte{1: segmentOf(1, "a", "1", "b", "2")[:40]},
+		want: map[string]string{"a": "1", "b": ""},
+	}, {
+		name: "a last record whose checksum fails at the end of the file",
+		segs: map[uint64][]byte{1: flipLast(segmentOf(1, "a", "1", "b", "2"))},
+		want: map[string]string{"a": "1", "b": ""},
+	}, {
+		name: "zeros after the last record",
+		segs: map[uint64][]byte{1: append(segmentOf(1, "a", "1"), make([]byte, 4096)...)},
+		want: map[string]string{"a": "1"},
+	}, {
+		name: "a last record never written but its tail",
+		segs: map[uint64][]byte{1: append(segmentOf(1, "a", "1"), append(make([]byte, walHeaderSize), "garbage"...)...)},
+		want: map[string]string{"a": "1"},
+	}, {
+		name: "a whole segment and an empty newer one (what a crash after the cut leaves)",
+		segs: map[uint64][]byte{1: segmentOf(1, "a", "1"), 2: nil},
+		want: map[string]string{"a": "1"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, wdir := walDir(t)
+			for first, b := range tc.segs {
+				if err := os.WriteFile(filepath.Join(wdir, segmentName(first)), b, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, err := Open(testConfig(dir))
+			if tc.fails {
+				if !errors.Is(err, errWALDamaged) {
+					t.Fatalf("open: %v, want %v", err, errWALDamaged)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			checkKeys(t, s, tc.want)
+		})
+	}
+}
+
+func flipLast(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }
+
+func flipAt(b []byte, i int) []byte { b[i] ^= 0xff; return b }
+
+// TestWALTornTailIsCut: the torn record is cut off the segment durably
+// before a newer segment exists, so that a crash during the checkpoint that
+// follows cannot leave a torn segment behind a newer one.
+func TestWALTornTailIsCut(t *testing.T) {
+	dir, wdir := walDir(t)
+	whole := segmentOf(1, "a", "1", "b", "2")
+	name := filepath.Join(wdir, segmentName(1))
+	if err := os.WriteFile(name, whole[:len(whole)-5], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(dir)
+	db, err := openBadger(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := &wal{dir: wdir, sync: fsync}
+	n, err := w.replay(db, 1, true)
+	if err != nil || n != 1 {
+		t.Fatalf("replayed %d, %v", n, err)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != string(segmentOf(1, "a", "1")) {
+		t.Fatalf("segment after the cut: %x", b)
+	}
+}
+
+// TestWALSyncsBeforeCommit: a batch is synced in the log before Badger
+// holds it, and acked after.
+func TestWALSyncsBeforeCommit(t *testing.T) {
+	s := openTest(t, testConfig(t.TempDir()))
+	var seen []uint64
+	sync := s.wal.sync
+	s.wal.sync = func(f *os.File) error {
+		var n uint64
+		err := s.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get(keySequence)
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			v, err := item.ValueCopy(nil)
+			if err == nil {
+				n, err = decodeU64(v)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		seen = append(seen, n)
+		return sync(f)
+	}
+	for i := range 5 {
+		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(seen) != i+1 || seen[i] != se.Sequence-1 {
+			t.Fatalf("event %d: Badger held sequences up to %v when the log was synced", se.Sequence, seen)
+		}
+	}
+	// A failed sync fails the write and the store: nothing unsynced is acked.
+	s.wal.sync = func(*os.File) error { return errors.New("disk gone") }
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "x")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("submit after a failed sync: %v", err)
+	}
+}
+
+// TestWALFailedCheckpointFailsStore: a direct write that cannot be made
+// durable stops the store rather than let a later checkpoint retire the log.
+func TestWALFailedCheckpointFailsStore(t *testing.T) {
+	s := openTest(t, testConfig(t.TempDir()), counter{})
+	submitMany(t, s, 10)
+	s.wal.syncDB = func(string) error { return errors.New("disk gone") }
+	if err := s.Rebuild(context.Background()); err == nil {
+		t.Fatal("rebuild succeeded without a durable marker")
+	}
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "x")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("submit after a failed sync: %v", err)
+	}
+	if st := s.State(); st.Status != "failed" {
+		t.Fatalf("status %q", st.Status)
+	}
+}
+
+// TestWALSegments: the log moves to a new segment as it grows and retires
+// the old ones once Badger is synced past them.
+func TestWALSegments(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testConfig(dir), counter{})
+	s.wal.mu.Lock()
+	s.wal.segSize = 4 << 10
+	s.wal.mu.Unlock()
+	evs := submitMany(t, s, 400)
+	s.checkpoints.Wait()
+	if err := s.wal.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	s.wal.mu.Lock()
+	first := s.wal.first
+	s.wal.mu.Unlock()
+	if first < 10 {
+		t.Fatalf("the current segment starts at record %d: the log never moved on", first)
+	}
+	segs, err := os.ReadDir(filepath.Join(dir, walDirName))
+	if err != nil || len(segs) != 1 || segs[0].Name() != segmentName(first) {
+		t.Fatalf("segments %v, %v; want only %s", segs, err, segmentName(first))
+	}
+	s.Close()
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, evs)
+}
+
+// TestWALRebuildRetiresLog: a rebuild writes to Badger directly, so the
+// records before it must never be replayed over its result.
+func TestWALRebuildRetiresLog(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testConfig(dir), counter{})
+	evs := submitMany(t, s, 50)
+	if err := s.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	segs, err := s.wal.segments()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, first := range segs {
+		if first <= 1 {
+			t.Fatalf("segment %s from before the rebuild is still there", segmentName(first))
+		}
+	}
+	checkHolds(t, s, evs)
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "x")); err != nil {
+		t.Fatal(err)
+	}
+	if got := countOf(t, s, "*"); got != uint64(len(evs)+1) {
+		t.Fatalf("count %d", got)
+	}
+}
+
+func TestRecentWrites(t *testing.T) {
+	var r recentWrites
+	r.add(map[string]write{"a": {val: []byte("1")}, "b": {val: []byte("1")}})
+	r.add(map[string]write{"a": {val: []byte("2")}, "c": {del: true}})
+	for _, tc := range []struct {
+		k   string
+		val string
+		del bool
+		ok  bool
+	}{{"a", "2", false, true}, {"b", "1", false, true}, {"c", "", true, true}, {"d", "", false, false}} {
+		w, ok := r.get(tc.k)
+		if ok != tc.ok || w.del != tc.del || string(w.val) != tc.val {
+			t.Errorf("%s: %q del %v ok %v", tc.k, w.val, w.del, ok)
+		}
+	}
+	// A full generation becomes the older; the one before it is dropped.
+	big := make([]byte, recentBytes)
+	r.add(map[string]write{"x": {val: big}})
+	r.add(map[string]write{"a": {val: []byte("3")}})
+	if w, ok := r.get("a"); !ok || string(w.val) != "3" {
+		t.Fatalf("a: %q %v", w.val, ok)
+	}
+	if w, ok := r.get("b"); !ok || string(w.val) != "1" {
+		t.Fatalf("b from the older generation: %q %v", w.val, ok)
+	}
+	r.add(map[string]write{"y": {val: big}})
+	if _, ok := r.get("b"); ok {
+		t.Fatal("b outlived two generations")
+	}
+	if w, ok := r.get("a"); !ok || string(w.val) != "3" {
+		t.Fatalf("a: %q %v", w.val, ok)
+	}
+	r.reset()
+	if _, ok := r.get("a"); ok {
+		t.Fatal("reset kept a")
+	}
+}
+
+// TestRecentWritesServeCommitted: ops read what earlier, committed batches
+// wrote through the committer's cache, and a rebuild's direct deletes are
+// not hidden by it. verifyRecent checks every hit against the snapshot.
+func TestRecentWritesServeCommitted(t *testing.T) {
+	if !verifyRecent {
+		t.Fatal("verifyRecent is off in a test binary")
+	}
+	s := openTest(t, testConfig(t.TempDir()), counter{})
+	for i := range 20 {
+		if _, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.c.recent.cur); n == 0 {
+		t.Fatal("no committed write reached the cache")
+	}
+	if err := s.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Submit(context.Background(), draftFn("t.a", "after")); err != nil {
+		t.Fatal(err)
+	}
+	if got := countOf(t, s, "t.a"); got != 21 {
+		t.Fatalf("count %d, want 21", got)
+	}
+}
