@@ -19,6 +19,11 @@
 //     the same commits; a run that comes early is held, verified, until the
 //     run before it is queued, and pulled by catch-up if that run has not
 //     come within gapGrace.
+//   - A receiver relays a run it had from its origin no sooner than
+//     relayDelay after it came: the origin has flooded it to every peer it
+//     reaches, and their IDONTWANTs, which come by then, keep it from being
+//     sent to them again. A realm reached only through relays waits that
+//     much per relay that had the run from the origin.
 //   - Catch-up verifies only the newest signature of each range: the store
 //     checks every link, and that signature commits to them all.
 //   - Lock order: a lane's mu before Service.mu.
