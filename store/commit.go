@@ -210,8 +210,9 @@ type Decoded struct {
 	Raw   []byte
 }
 
-// QueueDecodedChain is QueueChain of events already decoded. The links
-// between them are checked here all the same.
+// QueueDecodedChain is QueueChain of events already decoded. The store
+// trusts that each Event and CID are those of its Raw (it keeps a copy of
+// Raw); the links between the events are checked here all the same.
 func (s *Store) QueueDecodedChain(ctx context.Context, run []Decoded, verify func(*protocol.Event) error) (wait func() (int, error), err error) {
 	if verify == nil {
 		return nil, errors.New("store: IngestChain needs a verify function")
