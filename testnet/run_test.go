@@ -217,3 +217,42 @@ func mustData(t *testing.T, v any) []byte {
 	}
 	return d
 }
+
+// TestGossipRelays has r1's events reach r3 on a line r1–r2–r3 by gossip
+// alone: r2, which has them from r1, relays them (after relayDelay), and
+// anti-entropy is too slow to be what brings them.
+func TestGossipRelays(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Line, SyncInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	deadline := time.Now().Add(20 * time.Second)
+	for r2.Node.Federation().Misbehave().TopicPeers("r1") < 2 || r3.Node.Federation().Misbehave().TopicPeers("r1") < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("r1's topic has no peers beyond r2")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := r3.Node.Federation().Counters().Received["gossip"]
+	openThreads(t, r1, 3)
+	want, _ := r1.Node.Store().Heads()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		h, _ := r3.Node.Store().Heads()
+		if h["r1"].Seq >= want["r1"].Seq {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r3 holds r1 up to %d of %d: %+v", h["r1"].Seq, want["r1"].Seq, r3.Node.Federation().Counters())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := r3.Node.Federation().Counters().Received["gossip"] - before; got == 0 {
+		t.Fatalf("r3 stored none of r1's events by gossip: %+v", r3.Node.Federation().Counters())
+	}
+}
