@@ -73,9 +73,9 @@ func (s *Service) nextSeq(realm protocol.Realm, l *lane) (uint64, error) {
 
 // queueRun queues run at the store, unlocks l and waits for the commit.
 func (s *Service) queueRun(ctx context.Context, realm protocol.Realm, l *lane, run []gossiped) (int, error) {
-	evs := make([]store.Decoded, len(run))
+	evs := make([]store.Checked, len(run))
 	for i, g := range run {
-		evs[i] = store.Decoded{Event: g.ev, CID: g.c, Raw: g.raw}
+		evs[i] = store.Checked{Event: g.ev, CID: g.c, Raw: g.raw}
 	}
 	wait, err := s.st.QueueDecodedChain(ctx, evs, verified)
 	if err != nil {

@@ -190,30 +190,23 @@ func (s *Store) QueueChain(ctx context.Context, raws [][]byte, verify func(*prot
 	if verify == nil {
 		return nil, errors.New("store: IngestChain needs a verify function")
 	}
-	run := make([]Decoded, len(raws))
+	run := make([]Checked, len(raws))
 	for i, raw := range raws {
 		ev, c, err := protocol.DecodeEvent(raw)
 		if err != nil {
 			return nil, fmt.Errorf("event %d of the run: %w", i, err)
 		}
-		run[i] = Decoded{ev, c, raw}
+		run[i] = Checked{ev, c, raw}
 	}
 	return s.QueueDecodedChain(ctx, run, verify)
 }
 
-// Decoded is an event its caller decoded from Raw with protocol.DecodeEvent
-// (CID is Raw's): what the gossip validator already holds, so that the
-// store need not decode it again.
-type Decoded struct {
-	Event *protocol.Event
-	CID   cid.Cid
-	Raw   []byte
-}
-
-// QueueDecodedChain is QueueChain of events already decoded. The store
-// trusts that each Event and CID are those of its Raw (it keeps a copy of
-// Raw); the links between the events are checked here all the same.
-func (s *Store) QueueDecodedChain(ctx context.Context, run []Decoded, verify func(*protocol.Event) error) (wait func() (int, error), err error) {
+// QueueDecodedChain is QueueChain of events its caller already decoded with
+// protocol.DecodeEvent (the gossip validator does, to authenticate a run):
+// the store trusts that each Event and CID are those of its Raw, and keeps
+// a copy of Raw. Their signatures are left to verify, as in QueueChain,
+// and the links between the events are checked here all the same.
+func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify func(*protocol.Event) error) (wait func() (int, error), err error) {
 	if verify == nil {
 		return nil, errors.New("store: IngestChain needs a verify function")
 	}

@@ -267,13 +267,13 @@ var ingestChainWays = []struct {
 }{
 	{"raw", (*Store).IngestChain},
 	{"decoded", func(s *Store, ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (int, error) {
-		run := make([]Decoded, len(raws))
+		run := make([]Checked, len(raws))
 		for i, raw := range raws {
 			ev, c, err := protocol.DecodeEvent(raw)
 			if err != nil {
 				return 0, err
 			}
-			run[i] = Decoded{ev, c, raw}
+			run[i] = Checked{ev, c, raw}
 		}
 		wait, err := s.QueueDecodedChain(ctx, run, verify)
 		if err != nil {
