@@ -16,8 +16,9 @@ import (
 // IDONTWANT and IHAVE, one validation and one store op at each replica) are
 // paid once for several events, and when idle an event goes alone at once.
 //
-// Every event of a message is still decoded and its signature verified at
-// every replica; the message is a unit of transport only.
+// Every event of a message is decoded and linked to the one before at every
+// replica; one signature, the newest event's, authenticates them all
+// (authenticRun).
 
 // Limits of a gossip message. maxGossipBytes bounds the events of one
 // message; an event larger than that (up to protocol.MaxEventSize) goes

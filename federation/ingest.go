@@ -39,7 +39,7 @@ func (s *Service) laneOf(realm protocol.Realm) *lane {
 	return l
 }
 
-// ingestRun stores a gossiped run whose signatures were verified, in order
+// ingestRun stores an authenticated gossiped run (authenticRun), in order
 // with the runs before it, and says what becomes of the message.
 func (s *Service) ingestRun(ctx context.Context, realm protocol.Realm, run []gossiped, from peer.ID) pubsub.ValidationResult {
 	l := s.laneOf(realm)
@@ -73,11 +73,11 @@ func (s *Service) nextSeq(realm protocol.Realm, l *lane) (uint64, error) {
 
 // queueRun queues run at the store, unlocks l and waits for the commit.
 func (s *Service) queueRun(ctx context.Context, realm protocol.Realm, l *lane, run []gossiped) (int, error) {
-	raws := make([][]byte, len(run))
+	evs := make([]store.Checked, len(run))
 	for i, g := range run {
-		raws[i] = g.raw
+		evs[i] = store.Checked{Event: g.ev, CID: g.c, Raw: g.raw}
 	}
-	wait, err := s.st.QueueChain(ctx, raws, verified)
+	wait, err := s.st.QueueDecodedChain(ctx, evs, verified)
 	if err != nil {
 		l.mu.Unlock()
 		return 0, err
@@ -139,7 +139,8 @@ func (s *Service) settle(ctx context.Context, realm protocol.Realm, run []gossip
 	}
 }
 
-// verified is the verify function for events whose signature was checked.
+// verified is the verify function for events already authenticated: by
+// their own signature, or by that of a later event linked to them.
 func verified(*protocol.Event) error { return nil }
 
 // gapGrace is how long a gap in gossip may last before catch-up is asked
@@ -157,7 +158,7 @@ const maxHeld = 10_000
 
 // hold keeps a gossiped run that arrived ahead of the chain, and asks from
 // for a catch-up pass if the gap outlives gapGrace. Only events whose
-// signatures were verified are held.
+// authenticity was checked are held.
 func (s *Service) hold(realm protocol.Realm, run []gossiped, from peer.ID) {
 	heads, err := s.st.Heads()
 	if err != nil {

@@ -220,6 +220,17 @@ func (s *Service) Wire() (in, out int64) {
 	return t.TotalIn, t.TotalOut
 }
 
+// WireInByProtocol returns the bytes this node has received from peers
+// since it started, by protocol (GossipSub, catch-up, identify, …); totalled
+// as Wire's are.
+func (s *Service) WireInByProtocol() map[string]int64 {
+	out := map[string]int64{}
+	for p, st := range s.bw.GetBandwidthByProtocol() {
+		out[string(p)] = st.TotalIn
+	}
+	return out
+}
+
 // Directory is the realm directory.
 func (s *Service) Directory() *Directory { return s.dir }
 

@@ -14,6 +14,9 @@ import (
 type gossipCounts struct {
 	messages   atomic.Uint64 // messages received, every copy
 	duplicates atomic.Uint64 // copies dropped as already seen
+	data       atomic.Uint64 // bytes of message data received, every copy
+	dupData    atomic.Uint64 // bytes of message data in duplicates
+	rpcs       atomic.Uint64 // RPCs received, messages and control
 	ihave      atomic.Uint64 // message IDs offered in IHAVE
 	iwant      atomic.Uint64 // message IDs asked for in IWANT
 	idontwant  atomic.Uint64 // message IDs declined in IDONTWANT
@@ -26,19 +29,30 @@ type GossipCounters struct {
 	IHave      uint64 `json:"ihave_ids" jsonschema:"message IDs peers offered (IHAVE)"`
 	IWant      uint64 `json:"iwant_ids" jsonschema:"message IDs peers asked for (IWANT)"`
 	IDontWant  uint64 `json:"idontwant_ids" jsonschema:"message IDs peers declined (IDONTWANT)"`
+	DataBytes  uint64 `json:"data_bytes" jsonschema:"bytes of message data received, every copy"`
+	DupBytes   uint64 `json:"duplicate_bytes" jsonschema:"bytes of message data in copies already seen"`
+	RPCs       uint64 `json:"rpcs" jsonschema:"GossipSub RPCs received (messages and control)"`
 }
 
 func (g *gossipCounts) totals() GossipCounters {
 	return GossipCounters{Messages: g.messages.Load(), Duplicates: g.duplicates.Load(),
-		IHave: g.ihave.Load(), IWant: g.iwant.Load(), IDontWant: g.idontwant.Load()}
+		IHave: g.ihave.Load(), IWant: g.iwant.Load(), IDontWant: g.idontwant.Load(),
+		DataBytes: g.data.Load(), DupBytes: g.dupData.Load(), RPCs: g.rpcs.Load()}
 }
 
 var _ pubsub.RawTracer = (*gossipCounts)(nil)
 
-func (g *gossipCounts) DuplicateMessage(*pubsub.Message) { g.duplicates.Add(1) }
+func (g *gossipCounts) DuplicateMessage(m *pubsub.Message) {
+	g.duplicates.Add(1)
+	g.dupData.Add(uint64(len(m.GetData())))
+}
 
 func (g *gossipCounts) RecvRPC(rpc *pubsub.RPC) {
 	g.messages.Add(uint64(len(rpc.GetPublish())))
+	g.rpcs.Add(1)
+	for _, m := range rpc.GetPublish() {
+		g.data.Add(uint64(len(m.GetData())))
+	}
 	ctl := rpc.GetControl()
 	if ctl == nil {
 		return

@@ -190,20 +190,38 @@ func (s *Store) QueueChain(ctx context.Context, raws [][]byte, verify func(*prot
 	if verify == nil {
 		return nil, errors.New("store: IngestChain needs a verify function")
 	}
-	if len(raws) == 0 {
-		return func() (int, error) { return 0, nil }, nil
-	}
-	evs := make([]*protocol.Event, len(raws))
-	cids := make([]cid.Cid, len(raws))
+	run := make([]Checked, len(raws))
 	for i, raw := range raws {
 		ev, c, err := protocol.DecodeEvent(raw)
 		if err != nil {
 			return nil, fmt.Errorf("event %d of the run: %w", i, err)
 		}
+		run[i] = Checked{ev, c, raw}
+	}
+	return s.QueueDecodedChain(ctx, run, verify)
+}
+
+// QueueDecodedChain is QueueChain of events its caller already decoded with
+// protocol.DecodeEvent (the gossip validator does, to authenticate a run):
+// the store trusts that each Event and CID are those of its Raw, and keeps
+// a copy of Raw. Their signatures are left to verify, as in QueueChain,
+// and the links between the events are checked here all the same.
+func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify func(*protocol.Event) error) (wait func() (int, error), err error) {
+	if verify == nil {
+		return nil, errors.New("store: IngestChain needs a verify function")
+	}
+	if len(run) == 0 {
+		return func() (int, error) { return 0, nil }, nil
+	}
+	evs := make([]*protocol.Event, len(run))
+	cids := make([]cid.Cid, len(run))
+	raws := make([][]byte, len(run))
+	for i, d := range run {
+		ev := d.Event
 		if i > 0 && (ev.Realm != evs[0].Realm || ev.Seq != evs[i-1].Seq+1 || !ev.Prev.Defined() || !ev.Prev.Cid.Equals(cids[i-1])) {
 			return nil, fmt.Errorf("%w: event %d of the run does not follow the one before", protocol.ErrChainBroken, i)
 		}
-		evs[i], cids[i], raws[i] = ev, c, bytes.Clone(raw)
+		evs[i], cids[i], raws[i] = ev, d.CID, bytes.Clone(d.Raw)
 	}
 	added := 0
 	o := &op{run: func(tx *Tx) (*StoredEvent, error) {

@@ -259,7 +259,37 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 	}
 }
 
+// ingestChainWays are the two entry points of a chain: raw events, and
+// events the caller decoded.
+var ingestChainWays = []struct {
+	name   string
+	ingest func(s *Store, ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (int, error)
+}{
+	{"raw", (*Store).IngestChain},
+	{"decoded", func(s *Store, ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (int, error) {
+		run := make([]Checked, len(raws))
+		for i, raw := range raws {
+			ev, c, err := protocol.DecodeEvent(raw)
+			if err != nil {
+				return 0, err
+			}
+			run[i] = Checked{ev, c, raw}
+		}
+		wait, err := s.QueueDecodedChain(ctx, run, verify)
+		if err != nil {
+			return 0, err
+		}
+		return wait()
+	}},
+}
+
 func TestIngestChain(t *testing.T) {
+	for _, way := range ingestChainWays {
+		t.Run(way.name, func(t *testing.T) { testIngestChain(t, way.ingest) })
+	}
+}
+
+func testIngestChain(t *testing.T, ingest func(s *Store, ctx context.Context, raws [][]byte, verify func(*protocol.Event) error) (int, error)) {
 	s := openTest(t, testConfig(""), counter{})
 	ctx := context.Background()
 	away := testKey(2)
@@ -300,7 +330,7 @@ func TestIngestChain(t *testing.T) {
 	for _, tc := range runs {
 		run := make([][]byte, len(tc.run))
 		copy(run, tc.run)
-		n, err := s.IngestChain(ctx, run, verifyWith(away))
+		n, err := ingest(s, ctx, run, verifyWith(away))
 		if n != tc.added || !errors.Is(err, tc.want) {
 			t.Fatalf("%s: added %d, %v; want %d, %v", tc.name, n, err, tc.added, tc.want)
 		}

@@ -10,8 +10,9 @@ import (
 	"relay/protocol"
 )
 
-// Checked is an event its caller decoded with protocol.DecodeEvent and whose
-// signature it verified: what Restore appends.
+// Checked is an event its caller decoded with protocol.DecodeEvent: what
+// Restore appends, its signature verified by the caller, and what
+// QueueDecodedChain stores.
 type Checked struct {
 	Event *protocol.Event
 	CID   cid.Cid // CIDOf(Raw), as DecodeEvent returned it

@@ -71,6 +71,8 @@ type Result struct {
 	EventBytes    float64 `json:"event_bytes_avg"`
 	WireInPerRecv float64 `json:"wire_in_bytes_per_event_per_receiver"`
 	WireRatio     float64 `json:"wire_ratio" jsonschema:"wire bytes in per receiving realm per event, over the event's own size"`
+	// WireByProtocol is WireInPerRecv by libp2p protocol.
+	WireByProtocol map[string]float64 `json:"wire_in_bytes_per_event_per_receiver_by_protocol"`
 	// OriginWireIn is what the posting realm took in per event of its own:
 	// copies of its events sent back, control messages, catch-up requests.
 	OriginWireIn float64 `json:"origin_wire_in_bytes_per_event"`
@@ -100,6 +102,11 @@ type GossipPerEvent struct {
 	IHave      float64 `json:"ihave_ids"`
 	IWant      float64 `json:"iwant_ids"`
 	IDontWant  float64 `json:"idontwant_ids"`
+	RPCs       float64 `json:"rpcs"`
+	// Bytes of message data (the runs of events) in every copy, and in the
+	// copies already seen.
+	DataBytes float64 `json:"data_bytes"`
+	DupBytes  float64 `json:"duplicate_bytes"`
 }
 
 // wireSettle is how long to wait before reading the bandwidth counters,
@@ -178,9 +185,11 @@ func replication(ctx context.Context, o Options, res *Result) error {
 		recs[i] = watch(r.Node.Store(), oname)
 	}
 	wireBefore := make([]int64, len(net.Realms))
+	protoBefore := make([]map[string]int64, len(net.Realms))
 	countsBefore := make([]federation.Counters, len(net.Realms))
 	for i, r := range net.Realms {
 		wireBefore[i], _ = r.Node.Federation().Wire()
+		protoBefore[i] = r.Node.Federation().WireInByProtocol()
 		countsBefore[i] = r.Node.Federation().Counters()
 	}
 	if err := o.startProfile("replication"); err != nil {
@@ -273,6 +282,12 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			in += after - wireBefore[i+1]
 		}
 		res.WireInPerRecv = float64(in) / float64(events) / float64(len(net.Realms)-1)
+		res.WireByProtocol = map[string]float64{}
+		for i, r := range net.Realms[1:] {
+			for p, n := range r.Node.Federation().WireInByProtocol() {
+				res.WireByProtocol[p] += float64(n-protoBefore[i+1][p]) / float64(events) / float64(len(net.Realms)-1)
+			}
+		}
 		originIn, _ := origin.Node.Federation().Wire()
 		res.OriginWireIn = float64(originIn-wireBefore[0]) / float64(events)
 
@@ -289,6 +304,9 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			res.Gossip.IHave += float64(c.Gossip.IHave-b.Gossip.IHave) / per
 			res.Gossip.IWant += float64(c.Gossip.IWant-b.Gossip.IWant) / per
 			res.Gossip.IDontWant += float64(c.Gossip.IDontWant-b.Gossip.IDontWant) / per
+			res.Gossip.RPCs += float64(c.Gossip.RPCs-b.Gossip.RPCs) / per
+			res.Gossip.DataBytes += float64(c.Gossip.DataBytes-b.Gossip.DataBytes) / per
+			res.Gossip.DupBytes += float64(c.Gossip.DupBytes-b.Gossip.DupBytes) / per
 		}
 	}
 	if res.Posts > 0 {
