@@ -247,7 +247,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 		}
 		// The projector need not read the conversation again: a new one
 		// is new, and this op has just read the other.
-		known := &knownMessage{data: data}
+		known := &knownMessage{data: data, msg: prep.data}
 		if !create {
 			known.conv = &conv
 		}
@@ -263,12 +263,10 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 		return res, err
 	}
 	// A new message: its answer comes from the event just stored, the way
-	// the projector derived the stored message from it, so it is what
-	// result will read back for a retry, without reading it back now.
-	var d messageData
-	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
-		return WriteResult{}, err
-	}
+	// the projector derived the stored message from it (from prep.data, what
+	// the event's data decodes to), so it is what result will read back for
+	// a retry, without reading it back now.
+	d := prep.data
 	m := messageOf(se, d)
 	res := WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: conv.RootMessageID, Subject: conv.Subject,
 		AuthorID: m.AuthorID, CreatedAt: m.CreatedAt, Sequence: m.Sequence, Message: m}
