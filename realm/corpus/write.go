@@ -310,15 +310,17 @@ func (s *Service) idempotentEvent(ctx context.Context, p *api.Principal, opType,
 	opKey := cat(pfxOpToken, []byte(p.Agent.AuthorID), []byte{0}, []byte(opType), []byte{0}, []byte(token))
 	var replay string
 	se, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		var rec opRecord
-		if ok, err := tx.GetJSON(opKey, &rec); err != nil {
-			return nil, err
-		} else if ok {
-			if string(rec.Hash) != string(hash) {
-				return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
+		if s.ops.mayHave(opKey) { // nearly every token is fresh: no lookup
+			var rec opRecord
+			if ok, err := tx.GetJSON(opKey, &rec); err != nil {
+				return nil, err
+			} else if ok {
+				if string(rec.Hash) != string(hash) {
+					return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
+				}
+				replay = rec.ID
+				return nil, nil
 			}
-			replay = rec.ID
-			return nil, nil
 		}
 		if r := s.agents.get(p.Agent.N); r == nil || !r.Onboarded {
 			return nil, protocol.Refusef(protocol.ReasonOnboardingRequired, "Read the guide at %s with your credential before the first write.", GuidePath).
@@ -328,6 +330,7 @@ func (s *Service) idempotentEvent(ctx context.Context, p *api.Principal, opType,
 		if err != nil {
 			return nil, err
 		}
+		s.ops.add(opKey) // before anything can read the record
 		if err := putJSON(tx, opKey, opRecord{Hash: hash, ID: id}); err != nil {
 			return nil, err
 		}
