@@ -102,7 +102,16 @@ func putJSON(tx *store.Tx, k []byte, v any) error {
 }
 
 // marshal encodes without HTML escaping, as every corpus representation is.
+// The records a write stores encode themselves (records_json.go), to the
+// same bytes.
 func marshal(v any) ([]byte, error) {
+	if r, ok := v.(recordJSON); ok {
+		b, err := r.appendJSON(make([]byte, 0, 512))
+		if err != nil {
+			return nil, err
+		}
+		return unescapeHTML(b), nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -157,27 +166,22 @@ func encodeChange(c *Change) ([]byte, error) {
 	if len(c.Data) == 0 {
 		return marshal(c)
 	}
-	id, err := marshal(c.ResourceID)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := marshal(c.EventType)
-	if err != nil {
-		return nil, err
-	}
-	at, err := c.RecordedAt.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(c.Data)+len(id)+len(typ)+len(at)+96)
+	b := make([]byte, 0, len(c.Data)+len(c.ResourceID)+len(c.EventType)+128)
 	b = append(b, `{"schema_version":`...)
 	b = strconv.AppendInt(b, int64(c.SchemaVersion), 10)
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, c.Sequence, 10)
-	b = append(append(b, `,"event_type":`...), typ...)
-	b = append(append(b, `,"resource_id":`...), id...)
-	b = append(append(b, `,"recorded_at":`...), at...)
-	b = append(append(b, `,"data":`...), c.Data...)
+	b = append(b, `,"event_type":`...)
+	b = appendString(b, c.EventType)
+	b = append(b, `,"resource_id":`...)
+	b = appendString(b, c.ResourceID)
+	b = append(b, `,"recorded_at":`...)
+	b, err := appendTime(b, c.RecordedAt)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"data":`...)
+	b = append(b, c.Data...)
 	return append(b, '}'), nil
 }
 
