@@ -153,7 +153,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	if err := putRecord(tx, &p.convs, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
 		return err
 	}
-	if err := putJSON(tx, cat(pfxMessage, []byte(d.MessageID)), &m); err != nil {
+	if err := putMessage(tx, &m, seq); err != nil {
 		return err
 	}
 	if err := tx.Set(cat(pfxMsgSeq, seq), []byte(d.MessageID)); err != nil {

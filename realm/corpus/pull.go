@@ -164,7 +164,7 @@ func (s *Service) pullConversation(ctx context.Context, c *api.Call, in pullIn) 
 		}
 		if msgs, err = read(cat(pfxConvMsgs, []byte(in.ConversationID)), func(v []byte) (*graphRecord, error) {
 			var m Message
-			if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil || m.ConversationID != in.ConversationID {
+			if _, err := readMessage(tx, v, &m); err != nil || m.ConversationID != in.ConversationID {
 				return nil, err
 			}
 			b, err := marshal(m)

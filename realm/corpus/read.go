@@ -134,7 +134,7 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 				return nil
 			}
 			var m Message
-			if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil {
+			if _, err := readMessage(tx, v, &m); err != nil {
 				return err
 			}
 			if in.Before != nil && m.Sequence >= *in.Before {
@@ -171,7 +171,7 @@ type MessageOut struct {
 func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (MessageOut, error) {
 	var out MessageOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := tx.GetJSON(cat(pfxMessage, []byte(in.MessageID)), &out.Message)
+		ok, err := readMessage(tx, []byte(in.MessageID), &out.Message)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No message %q.", in.MessageID)
 		}
@@ -256,7 +256,7 @@ func (s *Service) conversationHas(tx *store.Tx, conv, tag string, kinds []string
 	found := false
 	err := tx.Iterate(cat(pfxConvMsgs, []byte(conv)), false, func(_, v []byte) error {
 		var m Message
-		if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil {
+		if _, err := readMessage(tx, v, &m); err != nil {
 			return err
 		}
 		if (tag == "" || slices.Contains(m.Tags, tag)) && (len(kinds) == 0 || hasAny(m.Kind, kinds)) {

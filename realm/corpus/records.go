@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -192,4 +194,72 @@ func putChange(tx *store.Tx, seq []byte, c Change) error {
 		return err
 	}
 	return tx.Set(cat(pfxChange, seq), b)
+}
+
+// A message is stored once, in its change envelope (p/co/ch/<sequence>),
+// whose data holds every field of the message under the message's own
+// names; p/co/m/<message_id> holds only that sequence (8 bytes). A message
+// whose envelope would not give it back whole (a replicated one with a
+// schema_version but no schema_name) is stored whole under p/co/m/ as
+// JSON, as every message was before; readMessage reads both.
+//
+// msgRefLen tells the two apart: no JSON record is 8 bytes long.
+const msgRefLen = 8
+
+// inChange reports whether m's change envelope gives m back whole.
+func inChange(m *Message) bool { return m.SchemaName != "" || m.SchemaVersion == 0 }
+
+// putMessage stores m's record under its id: its sequence when its change
+// envelope (stored at seq by the same projection) holds it.
+func putMessage(tx *store.Tx, m *Message, seq []byte) error {
+	k := cat(pfxMessage, []byte(m.MessageID))
+	if inChange(m) {
+		return tx.Set(k, seq)
+	}
+	return putJSON(tx, k, m)
+}
+
+// readMessage reads the message with id into m; found is false when it is
+// not held.
+func readMessage(tx *store.Tx, id []byte, m *Message) (found bool, err error) {
+	_, found, err = readMessageRaw(tx, id, m)
+	return found, err
+}
+
+// readMessageSized is readMessage with the size of the message's JSON
+// record as it is stored, or would be stored whole: what an export page
+// counts against its budget.
+func readMessageSized(tx *store.Tx, id []byte, m *Message) (int, bool, error) {
+	raw, found, err := readMessageRaw(tx, id, m)
+	if err != nil || !found || raw != nil {
+		return len(raw), found, err
+	}
+	b, err := marshal(m)
+	return len(b), true, err
+}
+
+// readMessageRaw is readMessage returning the whole JSON record when the
+// message is stored so, nil when it is read from its change envelope.
+func readMessageRaw(tx *store.Tx, id []byte, m *Message) (raw []byte, found bool, err error) {
+	b, err := tx.Get(cat(pfxMessage, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(b) != msgRefLen {
+		return b, true, json.Unmarshal(b, m)
+	}
+	env, err := tx.Get(cat(pfxChange, b))
+	if err != nil {
+		return nil, true, fmt.Errorf("corpus: message %s at sequence %d: %w", id, binary.BigEndian.Uint64(b), err)
+	}
+	// The envelope's data carries the message's fields under the
+	// message's names (and subject, which a Message has not).
+	var c struct {
+		Data *Message `json:"data"`
+	}
+	c.Data = m
+	return nil, true, json.Unmarshal(env, &c)
 }

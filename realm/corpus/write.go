@@ -357,7 +357,7 @@ func (s *Service) result(messageID string) (WriteResult, error) {
 	err := s.st.View(func(tx *store.Tx) error {
 		var m Message
 		var c Conversation
-		if ok, err := tx.GetJSON(cat(pfxMessage, []byte(messageID)), &m); err != nil || !ok {
+		if ok, err := readMessage(tx, []byte(messageID), &m); err != nil || !ok {
 			if err == nil {
 				err = errors.New("corpus: written message not found")
 			}
