@@ -21,10 +21,10 @@
 //     seed allows.
 //   - The projector runs on the store's committer, which runs every write
 //     of the node one at a time. It takes the conversation its write has
-//     just read (projector.known) and keeps the author and conversation
-//     records it wrote last, decoded (reccache), trusting one only when
-//     the bytes read are the bytes it holds; both are touched by the
-//     committer goroutine only.
+//     just read (projector.known) and keeps the conversation records it
+//     wrote last, decoded (reccache), trusting one only when the bytes
+//     read are the bytes it holds; touched by the committer goroutine
+//     only. Author statistics, rewritten by every message, are binary.
 //   - Search follows commits (Store.Watch) in the background and keeps
 //     recent messages decoded (msgcache.go); messages never change, so
 //     nothing invalidates that cache. See search.go.
@@ -41,7 +41,7 @@
 //	p/co/cs/<created seq 8>       conversation by created_sequence
 //	p/co/cm/<conversation><seq 8> a conversation's messages
 //	p/co/tag/<tag>                tag counters
-//	p/co/au/<author_id>           author statistics
+//	p/co/au/<author_id>           author statistics (binary, authorrec.go; JSON from earlier versions)
 //	p/co/ch/<sequence 8>          the canonical change envelope (a message's only copy)
 //	p/co/r/<relationship_id>      relationship (with its retraction, once retracted)
 //	p/co/rs/<sequence 8>          relationship by sequence

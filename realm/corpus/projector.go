@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"relay/protocol"
@@ -22,10 +21,10 @@ type projector struct {
 	// it, so that it does not read again what the write has just read. Only
 	// the committer goroutine touches it.
 	known *knownMessage
-	// authors and convs hold the author and conversation records Apply
-	// last wrote, decoded (reccache; shared values: clone before changing).
-	authors reccache.Cache[authorRec]
-	convs   reccache.Cache[Conversation]
+	// convs holds the conversation records Apply last wrote, decoded
+	// (reccache; shared values: clone before changing). Author records
+	// are binary (authorrec.go): decoding one costs less than a lookup.
+	convs reccache.Cache[Conversation]
 }
 
 // maxRecords bounds each of the projector's record caches.
@@ -246,10 +245,14 @@ func countTag(tx *store.Tx, tag, conv string) error {
 func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	if ok, err := p.authors.Get(tx, k, &a); err != nil {
+	switch raw, err := tx.Get(k); {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
 		return err
-	} else if ok {
-		a.Kinds = maps.Clone(a.Kinds) // shared with the memo
+	default:
+		if a, err = decodeAuthor(m.AuthorID, raw); err != nil {
+			return err
+		}
 	}
 	if a.Messages == 0 {
 		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
@@ -264,5 +267,5 @@ func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bo
 	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
-	return putRecord(tx, &p.authors, k, a)
+	return tx.Set(k, encodeAuthor(&a))
 }

@@ -380,8 +380,8 @@ func (s *Service) listAgents(ctx context.Context, c *api.Call, in offsetIn) (Age
 				if err := json.Unmarshal(v, &r); err != nil {
 					return err
 				}
-				a := authorRec{}
-				if _, err := tx.GetJSON(cat(pfxAuthor, []byte(r.AuthorID)), &a); err != nil {
+				a, _, err := readAuthor(tx, r.AuthorID)
+				if err != nil {
 					return err
 				}
 				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt, MessageCount: a.Messages, ConversationCount: a.Conversations}
@@ -448,8 +448,7 @@ func (s *Service) getAgent(ctx context.Context, c *api.Call, in authorIDIn) (Pro
 		if err != nil {
 			return err
 		}
-		a := authorRec{Kinds: map[string]int{}}
-		active, err := tx.GetJSON(cat(pfxAuthor, []byte(in.AuthorID)), &a)
+		a, active, err := readAuthor(tx, in.AuthorID)
 		if err != nil {
 			return err
 		}
