@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"relay/protocol"
-	"relay/realm/internal/reccache"
 	"relay/store"
 )
 
@@ -21,28 +20,9 @@ type projector struct {
 	// it, so that it does not read again what the write has just read. Only
 	// the committer goroutine touches it.
 	known *knownMessage
-	// convs holds the conversation records Apply last wrote, decoded
-	// (reccache; shared values: clone before changing). Author records
-	// are binary (authorrec.go): decoding one costs less than a lookup.
-	convs reccache.Cache[Conversation]
-}
-
-// maxRecords bounds each of the projector's record caches.
-const maxRecords = 4096
-
-// putRecord stores rec under key and keeps it in c; rec must not change
-// afterwards (a record holding a map or a slice is shared with the cache:
-// clone before changing).
-func putRecord[T any](tx *store.Tx, c *reccache.Cache[T], key []byte, rec T) error {
-	raw, err := marshal(&rec)
-	if err != nil {
-		return err
-	}
-	if err := tx.Set(key, raw); err != nil {
-		return err
-	}
-	c.Keep(key, raw, rec)
-	return nil
+	// The author and conversation records every message rewrites are
+	// binary (authorrec.go, convrec.go): decoding one costs less than the
+	// lookup that reads it, so none is kept decoded.
 }
 
 // knownMessage is a write's event data, the message it encodes, and the
@@ -131,7 +111,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	} else {
 		var err error
-		if ok, err = p.convs.Get(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+		if ok, err = readConversation(tx, []byte(d.ConversationID), &c); err != nil {
 			return err
 		}
 	}
@@ -149,7 +129,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	c.MessageCount++
 	c.UpdatedAt = m.CreatedAt
 	c.LastSequence = se.Sequence
-	if err := putRecord(tx, &p.convs, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
+	if err := tx.Set(cat(pfxConv, []byte(d.ConversationID)), encodeConversation(&c)); err != nil {
 		return err
 	}
 	if err := putMessage(tx, &m, seq); err != nil {

@@ -219,7 +219,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 				return nil
 			}
 			var cv Conversation
-			if _, err := tx.GetJSON(cat(pfxConv, v), &cv); err != nil {
+			if _, err := readConversation(tx, v, &cv); err != nil {
 				return err
 			}
 			subj := strings.ToLower(cv.Subject)
@@ -280,7 +280,7 @@ type ConversationOut struct {
 func (s *Service) getConversation(ctx context.Context, c *api.Call, in conversationIDIn) (ConversationOut, error) {
 	var out ConversationOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &out.Conversation)
+		ok, err := readConversation(tx, []byte(in.ConversationID), &out.Conversation)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No conversation %q.", in.ConversationID)
 		}

@@ -64,7 +64,6 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	proj := &projector{}
-	proj.convs.Max = maxRecords
 	st.Register(proj)
 	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj,
 		msgs: newMsgCache(cfg.MessageCacheBytes), ops: ops}

@@ -647,7 +647,7 @@ func snapMessage(tx *store.Tx, id []byte, _ uint64) (Message, int, bool, error) 
 // message index.
 func snapConversation(tx *store.Tx, id []byte, at uint64) (Conversation, int, bool, error) {
 	var c Conversation
-	n, ok, err := getRaw(tx, cat(pfxConv, id), &c)
+	n, ok, err := readConversationSized(tx, id, &c)
 	if err != nil || !ok || c.LastSequence <= at {
 		return c, n, ok, err
 	}

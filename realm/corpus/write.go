@@ -237,7 +237,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	var conv Conversation // the conversation appended to
 	id, se, err := s.idempotentEvent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
-			ok, err := s.proj.convs.Get(tx, cat(pfxConv, []byte(in.ConversationID)), &conv)
+			ok, err := readConversation(tx, []byte(in.ConversationID), &conv)
 			if err != nil {
 				return nil, err
 			}
@@ -363,7 +363,7 @@ func (s *Service) result(messageID string) (WriteResult, error) {
 			}
 			return err
 		}
-		if _, err := tx.GetJSON(cat(pfxConv, []byte(m.ConversationID)), &c); err != nil {
+		if _, err := readConversation(tx, []byte(m.ConversationID), &c); err != nil {
 			return err
 		}
 		out = WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: c.RootMessageID, Subject: c.Subject,
