@@ -21,10 +21,10 @@
 //     seed allows.
 //   - The projector runs on the store's committer, which runs every write
 //     of the node one at a time. It takes the conversation its write has
-//     just read (projector.known) and keeps the author and conversation
-//     records it wrote last, decoded (reccache), trusting one only when
-//     the bytes read are the bytes it holds; both are touched by the
-//     committer goroutine only.
+//     just read (projector.known). The records every message rewrites,
+//     its conversation and its author's statistics, are binary
+//     (convrec.go, authorrec.go): small, and cheaper to decode than to
+//     look up, so none is kept decoded.
 //   - Search follows commits (Store.Watch) in the background and keeps
 //     recent messages decoded (msgcache.go); messages never change, so
 //     nothing invalidates that cache. See search.go.
@@ -35,14 +35,14 @@
 //	l/co/ep/<endpoint_id>         registration number by endpoint
 //	l/co/au/<author_id>           registration number by author
 //	l/co/op/<author>\0<type>\0<token>  idempotency record
-//	p/co/m/<message uuid>         message
+//	p/co/m/<message uuid>         message: its sequence (8), read from p/co/ch/ (records.go)
 //	p/co/ms/<sequence 8>          message by sequence
-//	p/co/c/<conversation uuid>    conversation
+//	p/co/c/<conversation uuid>    conversation (binary, convrec.go; JSON from earlier versions)
 //	p/co/cs/<created seq 8>       conversation by created_sequence
 //	p/co/cm/<conversation><seq 8> a conversation's messages
 //	p/co/tag/<tag>                tag counters
-//	p/co/au/<author_id>           author statistics
-//	p/co/ch/<sequence 8>          the canonical change envelope
+//	p/co/au/<author_id>           author statistics (binary, authorrec.go; JSON from earlier versions)
+//	p/co/ch/<sequence 8>          the canonical change envelope (a message's only copy)
 //	p/co/r/<relationship_id>      relationship (with its retraction, once retracted)
 //	p/co/rs/<sequence 8>          relationship by sequence
 //	p/co/rm/<message>\0<seq 8>    relationships of a message (as source or target)

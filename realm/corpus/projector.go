@@ -5,11 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"time"
 
 	"relay/protocol"
-	"relay/realm/internal/reccache"
 	"relay/store"
 )
 
@@ -22,34 +20,19 @@ type projector struct {
 	// it, so that it does not read again what the write has just read. Only
 	// the committer goroutine touches it.
 	known *knownMessage
-	// authors and convs hold the author and conversation records Apply
-	// last wrote, decoded (reccache; shared values: clone before changing).
-	authors reccache.Cache[authorRec]
-	convs   reccache.Cache[Conversation]
+	// The author and conversation records every message rewrites are
+	// binary (authorrec.go, convrec.go): decoding one costs less than the
+	// lookup that reads it, so none is kept decoded.
 }
 
-// maxRecords bounds each of the projector's record caches.
-const maxRecords = 4096
-
-// putRecord stores rec under key and keeps it in c; rec must not change
-// afterwards (a record holding a map or a slice is shared with the cache:
-// clone before changing).
-func putRecord[T any](tx *store.Tx, c *reccache.Cache[T], key []byte, rec T) error {
-	raw, err := marshal(&rec)
-	if err != nil {
-		return err
-	}
-	if err := tx.Set(key, raw); err != nil {
-		return err
-	}
-	c.Keep(key, raw, rec)
-	return nil
-}
-
-// knownMessage is a write's event data and the conversation it appends
-// to, as the write read it; conv is nil for a new conversation.
+// knownMessage is a write's event data, the message it encodes, and the
+// conversation it appends to, as the write read it; conv is nil for a new
+// conversation. msg is what data decodes to (encoding is deterministic and
+// decoding gives back what was encoded: TestKnownMessageDecodes), so Apply
+// need not decode data again when the event carries these very bytes.
 type knownMessage struct {
 	data []byte
+	msg  messageData
 	conv *Conversation
 }
 
@@ -74,11 +57,14 @@ func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	known := p.take(se)
 	switch se.Event.Type {
 	case evMessageCreated:
+		if known != nil {
+			return p.applyMessage(tx, se, known.msg, known)
+		}
 		var d messageData
 		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 			return err
 		}
-		return p.applyMessage(tx, se, d, known)
+		return p.applyMessage(tx, se, d, nil)
 	case evRelationshipAsserted:
 		return applyAssertion(tx, se)
 	case evRelationshipRetracted:
@@ -125,7 +111,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	} else {
 		var err error
-		if ok, err = p.convs.Get(tx, cat(pfxConv, []byte(d.ConversationID)), &c); err != nil {
+		if ok, err = readConversation(tx, []byte(d.ConversationID), &c); err != nil {
 			return err
 		}
 	}
@@ -143,10 +129,10 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	c.MessageCount++
 	c.UpdatedAt = m.CreatedAt
 	c.LastSequence = se.Sequence
-	if err := putRecord(tx, &p.convs, cat(pfxConv, []byte(d.ConversationID)), c); err != nil {
+	if err := tx.Set(cat(pfxConv, []byte(d.ConversationID)), encodeConversation(&c)); err != nil {
 		return err
 	}
-	if err := putJSON(tx, cat(pfxMessage, []byte(d.MessageID)), &m); err != nil {
+	if err := putMessage(tx, &m, seq); err != nil {
 		return err
 	}
 	if err := tx.Set(cat(pfxMsgSeq, seq), []byte(d.MessageID)); err != nil {
@@ -239,10 +225,14 @@ func countTag(tx *store.Tx, tag, conv string) error {
 func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bool) error {
 	k := cat(pfxAuthor, []byte(m.AuthorID))
 	a := authorRec{AuthorID: m.AuthorID, Kinds: map[string]int{}}
-	if ok, err := p.authors.Get(tx, k, &a); err != nil {
+	switch raw, err := tx.Get(k); {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
 		return err
-	} else if ok {
-		a.Kinds = maps.Clone(a.Kinds) // shared with the memo
+	default:
+		if a, err = decodeAuthor(m.AuthorID, raw); err != nil {
+			return err
+		}
 	}
 	if a.Messages == 0 {
 		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
@@ -257,5 +247,5 @@ func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bo
 	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
-	return putRecord(tx, &p.authors, k, a)
+	return tx.Set(k, encodeAuthor(&a))
 }

@@ -126,7 +126,7 @@ func (s *Service) pullConversation(ctx context.Context, c *api.Call, in pullIn) 
 	var msgs, rels []graphRecord
 	var cut uint64 // the sequence past which a stream stopped reading; 0: none did
 	err = s.st.View(func(tx *store.Tx) error {
-		ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &out.Conversation)
+		ok, err := readConversation(tx, []byte(in.ConversationID), &out.Conversation)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No conversation %q.", in.ConversationID)
 		}
@@ -164,7 +164,7 @@ func (s *Service) pullConversation(ctx context.Context, c *api.Call, in pullIn) 
 		}
 		if msgs, err = read(cat(pfxConvMsgs, []byte(in.ConversationID)), func(v []byte) (*graphRecord, error) {
 			var m Message
-			if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil || m.ConversationID != in.ConversationID {
+			if _, err := readMessage(tx, v, &m); err != nil || m.ConversationID != in.ConversationID {
 				return nil, err
 			}
 			b, err := marshal(m)

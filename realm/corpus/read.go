@@ -134,7 +134,7 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 				return nil
 			}
 			var m Message
-			if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil {
+			if _, err := readMessage(tx, v, &m); err != nil {
 				return err
 			}
 			if in.Before != nil && m.Sequence >= *in.Before {
@@ -171,7 +171,7 @@ type MessageOut struct {
 func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (MessageOut, error) {
 	var out MessageOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := tx.GetJSON(cat(pfxMessage, []byte(in.MessageID)), &out.Message)
+		ok, err := readMessage(tx, []byte(in.MessageID), &out.Message)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No message %q.", in.MessageID)
 		}
@@ -219,7 +219,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 				return nil
 			}
 			var cv Conversation
-			if _, err := tx.GetJSON(cat(pfxConv, v), &cv); err != nil {
+			if _, err := readConversation(tx, v, &cv); err != nil {
 				return err
 			}
 			subj := strings.ToLower(cv.Subject)
@@ -256,7 +256,7 @@ func (s *Service) conversationHas(tx *store.Tx, conv, tag string, kinds []string
 	found := false
 	err := tx.Iterate(cat(pfxConvMsgs, []byte(conv)), false, func(_, v []byte) error {
 		var m Message
-		if _, err := tx.GetJSON(cat(pfxMessage, v), &m); err != nil {
+		if _, err := readMessage(tx, v, &m); err != nil {
 			return err
 		}
 		if (tag == "" || slices.Contains(m.Tags, tag)) && (len(kinds) == 0 || hasAny(m.Kind, kinds)) {
@@ -280,7 +280,7 @@ type ConversationOut struct {
 func (s *Service) getConversation(ctx context.Context, c *api.Call, in conversationIDIn) (ConversationOut, error) {
 	var out ConversationOut
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := tx.GetJSON(cat(pfxConv, []byte(in.ConversationID)), &out.Conversation)
+		ok, err := readConversation(tx, []byte(in.ConversationID), &out.Conversation)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No conversation %q.", in.ConversationID)
 		}
@@ -380,8 +380,8 @@ func (s *Service) listAgents(ctx context.Context, c *api.Call, in offsetIn) (Age
 				if err := json.Unmarshal(v, &r); err != nil {
 					return err
 				}
-				a := authorRec{}
-				if _, err := tx.GetJSON(cat(pfxAuthor, []byte(r.AuthorID)), &a); err != nil {
+				a, _, err := readAuthor(tx, r.AuthorID)
+				if err != nil {
 					return err
 				}
 				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt, MessageCount: a.Messages, ConversationCount: a.Conversations}
@@ -448,8 +448,7 @@ func (s *Service) getAgent(ctx context.Context, c *api.Call, in authorIDIn) (Pro
 		if err != nil {
 			return err
 		}
-		a := authorRec{Kinds: map[string]int{}}
-		active, err := tx.GetJSON(cat(pfxAuthor, []byte(in.AuthorID)), &a)
+		a, active, err := readAuthor(tx, in.AuthorID)
 		if err != nil {
 			return err
 		}

@@ -12,7 +12,7 @@ func (s *Service) Recent(limit int) ([]Message, error) {
 	err := s.st.View(func(tx *store.Tx) error {
 		return tx.Iterate(pfxMsgSeq, true, func(_, id []byte) error {
 			var m Message
-			ok, err := tx.GetJSON(cat(pfxMessage, id), &m)
+			ok, err := readMessage(tx, id, &m)
 			if err != nil || !ok {
 				return err
 			}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -102,7 +104,16 @@ func putJSON(tx *store.Tx, k []byte, v any) error {
 }
 
 // marshal encodes without HTML escaping, as every corpus representation is.
+// The records a write stores encode themselves (records_json.go), to the
+// same bytes.
 func marshal(v any) ([]byte, error) {
+	if r, ok := v.(recordJSON); ok {
+		b, err := r.appendJSON(make([]byte, 0, 512))
+		if err != nil {
+			return nil, err
+		}
+		return unescapeHTML(b), nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
@@ -157,27 +168,22 @@ func encodeChange(c *Change) ([]byte, error) {
 	if len(c.Data) == 0 {
 		return marshal(c)
 	}
-	id, err := marshal(c.ResourceID)
-	if err != nil {
-		return nil, err
-	}
-	typ, err := marshal(c.EventType)
-	if err != nil {
-		return nil, err
-	}
-	at, err := c.RecordedAt.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, len(c.Data)+len(id)+len(typ)+len(at)+96)
+	b := make([]byte, 0, len(c.Data)+len(c.ResourceID)+len(c.EventType)+128)
 	b = append(b, `{"schema_version":`...)
 	b = strconv.AppendInt(b, int64(c.SchemaVersion), 10)
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, c.Sequence, 10)
-	b = append(append(b, `,"event_type":`...), typ...)
-	b = append(append(b, `,"resource_id":`...), id...)
-	b = append(append(b, `,"recorded_at":`...), at...)
-	b = append(append(b, `,"data":`...), c.Data...)
+	b = append(b, `,"event_type":`...)
+	b = appendString(b, c.EventType)
+	b = append(b, `,"resource_id":`...)
+	b = appendString(b, c.ResourceID)
+	b = append(b, `,"recorded_at":`...)
+	b, err := appendTime(b, c.RecordedAt)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b, `,"data":`...)
+	b = append(b, c.Data...)
 	return append(b, '}'), nil
 }
 
@@ -188,4 +194,72 @@ func putChange(tx *store.Tx, seq []byte, c Change) error {
 		return err
 	}
 	return tx.Set(cat(pfxChange, seq), b)
+}
+
+// A message is stored once, in its change envelope (p/co/ch/<sequence>),
+// whose data holds every field of the message under the message's own
+// names; p/co/m/<message_id> holds only that sequence (8 bytes). A message
+// whose envelope would not give it back whole (a replicated one with a
+// schema_version but no schema_name) is stored whole under p/co/m/ as
+// JSON, as every message was before; readMessage reads both.
+//
+// msgRefLen tells the two apart: no JSON record is 8 bytes long.
+const msgRefLen = 8
+
+// inChange reports whether m's change envelope gives m back whole.
+func inChange(m *Message) bool { return m.SchemaName != "" || m.SchemaVersion == 0 }
+
+// putMessage stores m's record under its id: its sequence when its change
+// envelope (stored at seq by the same projection) holds it.
+func putMessage(tx *store.Tx, m *Message, seq []byte) error {
+	k := cat(pfxMessage, []byte(m.MessageID))
+	if inChange(m) {
+		return tx.Set(k, seq)
+	}
+	return putJSON(tx, k, m)
+}
+
+// readMessage reads the message with id into m; found is false when it is
+// not held.
+func readMessage(tx *store.Tx, id []byte, m *Message) (found bool, err error) {
+	_, found, err = readMessageRaw(tx, id, m)
+	return found, err
+}
+
+// readMessageSized is readMessage with the size of the message's JSON
+// record as it is stored, or would be stored whole: what an export page
+// counts against its budget.
+func readMessageSized(tx *store.Tx, id []byte, m *Message) (int, bool, error) {
+	raw, found, err := readMessageRaw(tx, id, m)
+	if err != nil || !found || raw != nil {
+		return len(raw), found, err
+	}
+	b, err := marshal(m)
+	return len(b), true, err
+}
+
+// readMessageRaw is readMessage returning the whole JSON record when the
+// message is stored so, nil when it is read from its change envelope.
+func readMessageRaw(tx *store.Tx, id []byte, m *Message) (raw []byte, found bool, err error) {
+	b, err := tx.Get(cat(pfxMessage, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	if len(b) != msgRefLen {
+		return b, true, json.Unmarshal(b, m)
+	}
+	env, err := tx.Get(cat(pfxChange, b))
+	if err != nil {
+		return nil, true, fmt.Errorf("corpus: message %s at sequence %d: %w", id, binary.BigEndian.Uint64(b), err)
+	}
+	// The envelope's data carries the message's fields under the
+	// message's names (and subject, which a Message has not).
+	var c struct {
+		Data *Message `json:"data"`
+	}
+	c.Data = m
+	return nil, true, json.Unmarshal(env, &c)
 }

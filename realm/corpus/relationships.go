@@ -154,7 +154,7 @@ func relationshipAt(tx *store.Tx, r *relRec, at uint64) (Relationship, error) {
 		target := r.TargetAuthor
 		if target == "" { // a replica that received the target later
 			var m Message
-			if _, err := tx.GetJSON(cat(pfxMessage, []byte(r.Target)), &m); err != nil {
+			if _, err := readMessage(tx, []byte(r.Target), &m); err != nil {
 				return out, err
 			}
 			target = m.AuthorID
@@ -194,7 +194,7 @@ func assertionRule(author, typ string, src, tgt *Message) error {
 // heldMessage reads a held message; nil when it is not held.
 func heldMessage(tx *store.Tx, id string) (*Message, error) {
 	var m Message
-	ok, err := tx.GetJSON(cat(pfxMessage, []byte(id)), &m)
+	ok, err := readMessage(tx, []byte(id), &m)
 	if err != nil || !ok {
 		return nil, err
 	}

@@ -700,7 +700,7 @@ func (s *Service) resultMessages(hits []hit) ([]*cachedMessage, error) {
 				continue
 			}
 			c := new(cachedMessage)
-			ok, err := tx.GetJSON(cat(pfxMessage, []byte(h.id)), &c.m)
+			ok, err := readMessage(tx, []byte(h.id), &c.m)
 			if err != nil {
 				return err
 			}

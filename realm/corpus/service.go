@@ -44,6 +44,7 @@ type Service struct {
 	feed   *feed
 	proj   *projector
 	msgs   *msgCache
+	ops    *opFilter // which idempotency records may exist (opfilter.go)
 	// tail and indexing: how the search index follows commits (indextail.go).
 	tail     indexTail
 	indexing atomic.Bool
@@ -58,11 +59,14 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	ops, err := loadOpFilter(st)
+	if err != nil {
+		return nil, err
+	}
 	proj := &projector{}
-	proj.authors.Max, proj.convs.Max = maxRecords, maxRecords
 	st.Register(proj)
 	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj,
-		msgs: newMsgCache(cfg.MessageCacheBytes)}
+		msgs: newMsgCache(cfg.MessageCacheBytes), ops: ops}
 	st.Watch(s.committed) // before the first sync, so that no commit falls between
 	if err := s.syncIndex(); err != nil {
 		return nil, err

@@ -418,7 +418,7 @@ func (s *Service) messagesJSONL(ctx context.Context, c *api.Call, in messagesIn)
 	err = s.st.View(func(tx *store.Tx) error {
 		return scanSeq(tx, pfx, after, upTo, func(seq uint64, id []byte) error {
 			var m Message
-			if ok, err := tx.GetJSON(cat(pfxMessage, id), &m); err != nil || !ok {
+			if ok, err := readMessage(tx, id, &m); err != nil || !ok {
 				return err
 			}
 			if !in.match(&m) {
@@ -638,7 +638,7 @@ func getRaw(tx *store.Tx, k []byte, v any) (int, bool, error) {
 
 func snapMessage(tx *store.Tx, id []byte, _ uint64) (Message, int, bool, error) {
 	var m Message
-	n, ok, err := getRaw(tx, cat(pfxMessage, id), &m)
+	n, ok, err := readMessageSized(tx, id, &m)
 	return m, n, ok, err
 }
 
@@ -647,7 +647,7 @@ func snapMessage(tx *store.Tx, id []byte, _ uint64) (Message, int, bool, error) 
 // message index.
 func snapConversation(tx *store.Tx, id []byte, at uint64) (Conversation, int, bool, error) {
 	var c Conversation
-	n, ok, err := getRaw(tx, cat(pfxConv, id), &c)
+	n, ok, err := readConversationSized(tx, id, &c)
 	if err != nil || !ok || c.LastSequence <= at {
 		return c, n, ok, err
 	}
@@ -667,7 +667,7 @@ func snapConversation(tx *store.Tx, id []byte, at uint64) (Conversation, int, bo
 		return c, n, ok, err
 	}
 	var m Message
-	if _, _, err := getRaw(tx, cat(pfxMessage, lastID), &m); err != nil {
+	if _, err := readMessage(tx, lastID, &m); err != nil {
 		return c, n, ok, err
 	}
 	c.UpdatedAt = m.CreatedAt

@@ -237,7 +237,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 	var conv Conversation // the conversation appended to
 	id, se, err := s.idempotentEvent(ctx, p, opType, in.OperationToken, prep.hash, prep.data.MessageID, func(tx *store.Tx) (*protocol.Draft, error) {
 		if !create {
-			ok, err := s.proj.convs.Get(tx, cat(pfxConv, []byte(in.ConversationID)), &conv)
+			ok, err := readConversation(tx, []byte(in.ConversationID), &conv)
 			if err != nil {
 				return nil, err
 			}
@@ -247,7 +247,7 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 		}
 		// The projector need not read the conversation again: a new one
 		// is new, and this op has just read the other.
-		known := &knownMessage{data: data}
+		known := &knownMessage{data: data, msg: prep.data}
 		if !create {
 			known.conv = &conv
 		}
@@ -263,12 +263,10 @@ func (s *Service) write(ctx context.Context, p *api.Principal, in *writeIn, crea
 		return res, err
 	}
 	// A new message: its answer comes from the event just stored, the way
-	// the projector derived the stored message from it, so it is what
-	// result will read back for a retry, without reading it back now.
-	var d messageData
-	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
-		return WriteResult{}, err
-	}
+	// the projector derived the stored message from it (from prep.data, what
+	// the event's data decodes to), so it is what result will read back for
+	// a retry, without reading it back now.
+	d := prep.data
 	m := messageOf(se, d)
 	res := WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: conv.RootMessageID, Subject: conv.Subject,
 		AuthorID: m.AuthorID, CreatedAt: m.CreatedAt, Sequence: m.Sequence, Message: m}
@@ -312,15 +310,17 @@ func (s *Service) idempotentEvent(ctx context.Context, p *api.Principal, opType,
 	opKey := cat(pfxOpToken, []byte(p.Agent.AuthorID), []byte{0}, []byte(opType), []byte{0}, []byte(token))
 	var replay string
 	se, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		var rec opRecord
-		if ok, err := tx.GetJSON(opKey, &rec); err != nil {
-			return nil, err
-		} else if ok {
-			if string(rec.Hash) != string(hash) {
-				return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
+		if s.ops.mayHave(opKey) { // nearly every token is fresh: no lookup
+			var rec opRecord
+			if ok, err := tx.GetJSON(opKey, &rec); err != nil {
+				return nil, err
+			} else if ok {
+				if string(rec.Hash) != string(hash) {
+					return nil, protocol.Refuse(protocol.ReasonIdempotencyConflict)
+				}
+				replay = rec.ID
+				return nil, nil
 			}
-			replay = rec.ID
-			return nil, nil
 		}
 		if r := s.agents.get(p.Agent.N); r == nil || !r.Onboarded {
 			return nil, protocol.Refusef(protocol.ReasonOnboardingRequired, "Read the guide at %s with your credential before the first write.", GuidePath).
@@ -330,6 +330,7 @@ func (s *Service) idempotentEvent(ctx context.Context, p *api.Principal, opType,
 		if err != nil {
 			return nil, err
 		}
+		s.ops.add(opKey) // before anything can read the record
 		if err := putJSON(tx, opKey, opRecord{Hash: hash, ID: id}); err != nil {
 			return nil, err
 		}
@@ -356,13 +357,13 @@ func (s *Service) result(messageID string) (WriteResult, error) {
 	err := s.st.View(func(tx *store.Tx) error {
 		var m Message
 		var c Conversation
-		if ok, err := tx.GetJSON(cat(pfxMessage, []byte(messageID)), &m); err != nil || !ok {
+		if ok, err := readMessage(tx, []byte(messageID), &m); err != nil || !ok {
 			if err == nil {
 				err = errors.New("corpus: written message not found")
 			}
 			return err
 		}
-		if _, err := tx.GetJSON(cat(pfxConv, []byte(m.ConversationID)), &c); err != nil {
+		if _, err := readConversation(tx, []byte(m.ConversationID), &c); err != nil {
 			return err
 		}
 		out = WriteResult{ConversationID: m.ConversationID, MessageID: m.MessageID, RootMessageID: c.RootMessageID, Subject: c.Subject,

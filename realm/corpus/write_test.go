@@ -3,6 +3,7 @@ package corpus
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -154,4 +155,46 @@ func BenchmarkCheckEventSize(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestKnownMessageDecodes: the projector and the write's answer take the
+// message a write prepared instead of decoding the event's data, so that
+// data must decode to exactly the prepared message, for every field.
+func TestKnownMessageDecodes(t *testing.T) {
+	f := openSearchFixture(t, "")
+	q := f.agent()
+	content, odd := "Does the <latency> comparison & the cache hold?", "tab\t, nul \x00, \u2028, é, 🙂, \\u003c"
+	empty, version := "", 1
+	ins := []struct {
+		create bool
+		in     writeIn
+	}{
+		{true, writeIn{Subject: "  Caches  ", Content: &content, Kind: &[]string{"question", "claim"}, Tags: []string{"perf", "perf", " cache "},
+			Mentions: []string{q.Agent.AuthorID, q.Agent.AuthorID}, Payload: json.RawMessage(`{"b":1, "a":[true,null,"<\u2028>"]}`),
+			SchemaName: "toastmachine.object", SchemaVersion: &version}},
+		{false, writeIn{ConversationID: uuid.NewString(), Payload: json.RawMessage(`null`)}},
+		{false, writeIn{ConversationID: uuid.NewString(), Content: &odd, Tags: []string{}, Mentions: []string{}, Kind: &[]string{"post"}}},
+		{false, writeIn{ConversationID: uuid.NewString(), Content: &empty, Payload: json.RawMessage(` [ 1.50, "x" ] `)}},
+	}
+	for i, w := range ins {
+		w.in.OperationToken = "tok"
+		prep, err := f.s.prepare(&w.in, w.create)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if !w.create {
+			prep.data.ConversationID = w.in.ConversationID
+		}
+		data, err := protocol.EncodeData(prep.data)
+		if err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		var d messageData
+		if err := protocol.DecodeData(data, &d); err != nil {
+			t.Fatalf("%d: %v", i, err)
+		}
+		if !reflect.DeepEqual(d, prep.data) {
+			t.Errorf("%d: prepared %+v, decodes to %+v", i, prep.data, d)
+		}
+	}
 }

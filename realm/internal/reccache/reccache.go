@@ -1,7 +1,6 @@
 // Package reccache keeps JSON projection records decoded beside the store,
 // for the services whose committer reads and rewrites the same hot records
-// on every write (Parley's threads and boards, the corpus's authors and
-// conversations).
+// on every write (Parley's threads and boards).
 //
 // A read still asks the transaction for the record's bytes and uses the
 // decoded value only when they are the very bytes it was kept with: the

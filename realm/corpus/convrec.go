@@ -1,0 +1,94 @@
+package corpus
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+
+	"relay/store"
+)
+
+// A conversation's record is rewritten by every message appended to it,
+// so it is stored compactly, in binary, rather than as JSON (about 200
+// bytes instead of 450): convFormat, then its fields in the order of
+// encodeConversation, strings with their length, numbers as varints,
+// times as in author records. The conversation_id is the key's. Records
+// stored as JSON by earlier versions are read as before, and replaced by
+// the binary form at the conversation's next message.
+const convFormat = 1
+
+var errConvRecord = errors.New("corpus: malformed conversation record")
+
+func encodeConversation(c *Conversation) []byte {
+	b := make([]byte, 0, 64+len(c.Subject)+len(c.RootMessageID)+len(c.AuthorID)+len(c.Realm)+len(c.CID))
+	b = append(b, convFormat)
+	for _, s := range []string{c.Subject, c.RootMessageID, c.AuthorID, c.Realm, c.CID} {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	b = appendTimeBin(b, c.CreatedAt)
+	b = appendTimeBin(b, c.UpdatedAt)
+	b = binary.AppendVarint(b, int64(c.MessageCount))
+	b = binary.AppendUvarint(b, c.CreatedSequence)
+	return binary.AppendUvarint(b, c.LastSequence)
+}
+
+// decodeConversation reads the stored record of conversation id, binary
+// or JSON.
+func decodeConversation(id string, raw []byte, c *Conversation) error {
+	if len(raw) > 0 && raw[0] == '{' {
+		return json.Unmarshal(raw, c)
+	}
+	if len(raw) == 0 || raw[0] != convFormat {
+		return errConvRecord
+	}
+	r := authorReader{b: raw[1:]}
+	c.ConversationID = id
+	for _, s := range []*string{&c.Subject, &c.RootMessageID, &c.AuthorID, &c.Realm, &c.CID} {
+		n := r.uvarint()
+		if r.err != nil || n > uint64(len(r.b)) {
+			return errConvRecord
+		}
+		*s, r.b = string(r.b[:n]), r.b[n:]
+	}
+	c.CreatedAt = r.time()
+	c.UpdatedAt = r.time()
+	c.MessageCount = int(r.varint())
+	c.CreatedSequence = r.uvarint()
+	c.LastSequence = r.uvarint()
+	if r.err == nil && len(r.b) != 0 {
+		return errConvRecord
+	}
+	if r.err != nil {
+		return errConvRecord
+	}
+	return nil
+}
+
+// readConversation reads conversation id into c; found is false when it
+// is not held.
+func readConversation(tx *store.Tx, id []byte, c *Conversation) (found bool, err error) {
+	_, found, err = readConversationSized(tx, id, c)
+	return found, err
+}
+
+// readConversationSized is readConversation with the size of the record
+// as JSON, as every record was stored before: what an export page counts
+// against its budget.
+func readConversationSized(tx *store.Tx, id []byte, c *Conversation) (int, bool, error) {
+	raw, err := tx.Get(cat(pfxConv, id))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	if err := decodeConversation(string(id), raw, c); err != nil {
+		return 0, true, err
+	}
+	if raw[0] == '{' {
+		return len(raw), true, nil
+	}
+	b, err := marshal(c)
+	return len(b), true, err
+}

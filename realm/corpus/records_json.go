@@ -1,0 +1,362 @@
+package corpus
+
+import (
+	"encoding/json"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// The records a message writes on the committer (the message, its
+// conversation, its author's statistics, its change envelope) are encoded
+// by hand, not by reflection: every write pays for them on the one
+// goroutine all writes share. marshal takes this path for them and its
+// output is byte for byte what it was before (encoding/json, then
+// unescapeHTML), which records_json_test.go checks for every field and
+// fuzzes, so stored records, their readers and the change feed's immutable
+// envelopes do not change.
+
+// recordJSON is a record that appends its own JSON encoding, with the
+// HTML characters <, > and & written as they are (marshal's output).
+type recordJSON interface {
+	appendJSON(b []byte) ([]byte, error)
+}
+
+var (
+	_ recordJSON = (*Message)(nil)
+	_ recordJSON = (*changeMessage)(nil)
+	_ recordJSON = (*Conversation)(nil)
+	_ recordJSON = (*authorRec)(nil)
+)
+
+func (m *Message) appendJSON(b []byte) ([]byte, error) {
+	var err error
+	if m == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, `{"message_id":`...)
+	b = appendString(b, m.MessageID)
+	b = append(b, `,"conversation_id":`...)
+	b = appendString(b, m.ConversationID)
+	b = append(b, `,"content":`...)
+	b = appendStringPtr(b, m.Content)
+	if len(m.Payload) > 0 {
+		b = append(b, `,"payload":`...)
+		if b, err = appendRaw(b, m.Payload); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `,"has_payload":`...)
+	b = strconv.AppendBool(b, m.HasPayload)
+	b = append(b, `,"author_id":`...)
+	b = appendString(b, m.AuthorID)
+	b = append(b, `,"created_at":`...)
+	if b, err = appendTime(b, m.CreatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, m.Sequence, 10)
+	b = append(b, `,"kind":`...)
+	b = appendStrings(b, m.Kind)
+	b = append(b, `,"tags":`...)
+	b = appendStrings(b, m.Tags)
+	b = append(b, `,"mentions":`...)
+	b = appendStrings(b, m.Mentions)
+	if m.SchemaName != "" {
+		b = append(b, `,"schema_name":`...)
+		b = appendString(b, m.SchemaName)
+	}
+	if m.SchemaVersion != 0 {
+		b = append(b, `,"schema_version":`...)
+		b = strconv.AppendInt(b, int64(m.SchemaVersion), 10)
+	}
+	if m.SchemaValidated != nil {
+		b = append(b, `,"schema_validated":`...)
+		b = strconv.AppendBool(b, *m.SchemaValidated)
+	}
+	b = append(b, `,"realm":`...)
+	b = appendString(b, m.Realm)
+	b = append(b, `,"cid":`...)
+	b = appendString(b, m.CID)
+	return append(b, '}'), nil
+}
+
+func (d *changeMessage) appendJSON(b []byte) ([]byte, error) {
+	var err error
+	if d == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, `{"author_id":`...)
+	b = appendString(b, d.AuthorID)
+	b = append(b, `,"cid":`...)
+	b = appendString(b, d.CID)
+	b = append(b, `,"content":`...)
+	b = appendStringPtr(b, d.Content)
+	b = append(b, `,"conversation_id":`...)
+	b = appendString(b, d.ConversationID)
+	b = append(b, `,"created_at":`...)
+	if b, err = appendTime(b, d.CreatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"has_payload":`...)
+	b = strconv.AppendBool(b, d.HasPayload)
+	b = append(b, `,"kind":`...)
+	b = appendStrings(b, d.Kind)
+	b = append(b, `,"mentions":`...)
+	b = appendStrings(b, d.Mentions)
+	b = append(b, `,"message_id":`...)
+	b = appendString(b, d.MessageID)
+	if d.Payload != nil {
+		b = append(b, `,"payload":`...)
+		if b, err = appendRaw(b, *d.Payload); err != nil {
+			return nil, err
+		}
+	}
+	b = append(b, `,"realm":`...)
+	b = appendString(b, d.Realm)
+	if d.SchemaName != "" {
+		b = append(b, `,"schema_name":`...)
+		b = appendString(b, d.SchemaName)
+	}
+	if d.SchemaValidated != nil {
+		b = append(b, `,"schema_validated":`...)
+		b = strconv.AppendBool(b, *d.SchemaValidated)
+	}
+	if d.SchemaVersion != nil {
+		b = append(b, `,"schema_version":`...)
+		b = strconv.AppendInt(b, int64(*d.SchemaVersion), 10)
+	}
+	b = append(b, `,"sequence":`...)
+	b = strconv.AppendUint(b, d.Sequence, 10)
+	if d.Subject != "" {
+		b = append(b, `,"subject":`...)
+		b = appendString(b, d.Subject)
+	}
+	b = append(b, `,"tags":`...)
+	b = appendStrings(b, d.Tags)
+	return append(b, '}'), nil
+}
+
+func (c *Conversation) appendJSON(b []byte) ([]byte, error) {
+	var err error
+	if c == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, `{"conversation_id":`...)
+	b = appendString(b, c.ConversationID)
+	b = append(b, `,"subject":`...)
+	b = appendString(b, c.Subject)
+	b = append(b, `,"root_message_id":`...)
+	b = appendString(b, c.RootMessageID)
+	b = append(b, `,"author_id":`...)
+	b = appendString(b, c.AuthorID)
+	b = append(b, `,"created_at":`...)
+	if b, err = appendTime(b, c.CreatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"updated_at":`...)
+	if b, err = appendTime(b, c.UpdatedAt); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"message_count":`...)
+	b = strconv.AppendInt(b, int64(c.MessageCount), 10)
+	b = append(b, `,"created_sequence":`...)
+	b = strconv.AppendUint(b, c.CreatedSequence, 10)
+	b = append(b, `,"last_sequence":`...)
+	b = strconv.AppendUint(b, c.LastSequence, 10)
+	b = append(b, `,"realm":`...)
+	b = appendString(b, c.Realm)
+	b = append(b, `,"cid":`...)
+	b = appendString(b, c.CID)
+	return append(b, '}'), nil
+}
+
+func (a *authorRec) appendJSON(b []byte) ([]byte, error) {
+	var err error
+	if a == nil {
+		return append(b, "null"...), nil
+	}
+	b = append(b, `{"author_id":`...)
+	b = appendString(b, a.AuthorID)
+	b = append(b, `,"message_count":`...)
+	b = strconv.AppendInt(b, int64(a.Messages), 10)
+	b = append(b, `,"conversation_count":`...)
+	b = strconv.AppendInt(b, int64(a.Conversations), 10)
+	b = append(b, `,"kinds":`...)
+	if a.Kinds == nil {
+		b = append(b, "null"...)
+	} else {
+		// encoding/json writes a map's keys sorted.
+		keys := make([]string, 0, len(a.Kinds))
+		for k := range a.Kinds {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b = append(b, '{')
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = strconv.AppendInt(b, int64(a.Kinds[k]), 10)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, `,"first_sequence":`...)
+	b = strconv.AppendUint(b, a.FirstSequence, 10)
+	b = append(b, `,"last_sequence":`...)
+	b = strconv.AppendUint(b, a.LastSequence, 10)
+	b = append(b, `,"first_active":`...)
+	if b, err = appendTime(b, a.FirstActive); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"last_active":`...)
+	if b, err = appendTime(b, a.LastActive); err != nil {
+		return nil, err
+	}
+	b = append(b, `,"hours":`...)
+	b = appendInts(b, a.Hours[:])
+	b = append(b, `,"weekdays":`...)
+	b = appendInts(b, a.Weekdays[:])
+	return append(b, '}'), nil
+}
+
+func appendInts(b []byte, ns []int) []byte {
+	b = append(b, '[')
+	for i, n := range ns {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(n), 10)
+	}
+	return append(b, ']')
+}
+
+// appendStrings writes a []string as encoding/json does: nil is null.
+func appendStrings(b []byte, ss []string) []byte {
+	if ss == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, s)
+	}
+	return append(b, ']')
+}
+
+func appendStringPtr(b []byte, s *string) []byte {
+	if s == nil {
+		return append(b, "null"...)
+	}
+	return appendString(b, *s)
+}
+
+// appendRaw writes a raw JSON value as encoding/json does (compacted,
+// HTML characters, U+2028 and U+2029 escaped) then marshal (HTML
+// characters back): a value of printable ASCII without spaces is already
+// compact, and only its HTML characters would change, and change back.
+// Anything else goes through encoding/json itself, which also refuses
+// what is not JSON.
+func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
+	plain := true
+	for _, c := range raw {
+		if c <= ' ' || c >= utf8.RuneSelf {
+			plain = false
+			break
+		}
+	}
+	if plain && json.Valid(raw) {
+		return append(b, raw...), nil
+	}
+	j, err := json.Marshal(raw)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, j...), nil
+}
+
+// appendTime writes t as time.Time.MarshalJSON does: a UTC time in range
+// by hand, any other through MarshalJSON itself.
+func appendTime(b []byte, t time.Time) ([]byte, error) {
+	if t.Location() == time.UTC {
+		if y := t.Year(); y >= 0 && y <= 9999 {
+			b = append(b, '"')
+			b = t.AppendFormat(b, time.RFC3339Nano)
+			return append(b, '"'), nil
+		}
+	}
+	j, err := t.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return append(b, j...), nil
+}
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe holds the ASCII bytes a JSON string carries as they are in
+// marshal's output (HTML characters included).
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = c >= 0x20 && c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendString writes s as marshal does: as encoding/json does, U+2028
+// and U+2029 escaped, invalid UTF-8 as U+FFFD, but <, > and & as they are.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if jsonSafe[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '\\', '"':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
