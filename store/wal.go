@@ -74,8 +74,11 @@ const (
 	// walSegmentSize is where the writer starts a new segment; a checkpoint
 	// then syncs Badger's files and deletes the old one.
 	walSegmentSize = 32 << 20
-	entrySet       = 0
-	entryDelete    = 1
+	// maxKeptBuffer bounds the record buffer the log keeps for the next
+	// record.
+	maxKeptBuffer = 1 << 20
+	entrySet      = 0
+	entryDelete   = 1
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -347,7 +350,9 @@ func (w *wal) append(r *record) (full bool, err error) {
 	}
 	w.off += int64(len(b))
 	w.next++
-	w.buf = b
+	if cap(b) <= maxKeptBuffer {
+		w.buf = b // a batch of posts; an image or a restore chunk is not kept
+	}
 	return w.off >= w.segSize, nil
 }
 
