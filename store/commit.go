@@ -58,6 +58,9 @@ type batch struct {
 	// the batch replaces it; nothing changes it once the batch is handed off.
 	writes map[string]write
 	order  []string
+	// size bounds the bytes of the batch's write-ahead record: every write
+	// merged, replaced ones too.
+	size int
 }
 
 // Submit runs fn on the committer, in a batch with other ops. If fn returns
@@ -600,7 +603,9 @@ func (c *committer) run(o *op) {
 		if _, ok := b.writes[k]; !ok {
 			b.order = append(b.order, k)
 		}
-		b.writes[k] = tx.writes[k]
+		w := tx.writes[k]
+		b.writes[k] = w
+		b.size += len(k) + len(w.val) + entryOverhead
 	}
 	c.seq = tx.seq
 	for r, h := range tx.heads {

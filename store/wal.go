@@ -76,7 +76,9 @@ const (
 	walSegmentSize = 32 << 20
 	// maxKeptBuffer bounds the record buffer the log keeps for the next
 	// record.
-	maxKeptBuffer = 1 << 20
+	maxKeptBuffer = 4 << 20
+	// entryOverhead bounds an entry's bytes besides its key and value.
+	entryOverhead = 1 + 2*binary.MaxVarintLen32
 	entrySet      = 0
 	entryDelete   = 1
 )
@@ -300,7 +302,13 @@ type record struct {
 	buf []byte
 }
 
-func (r *record) reset(buf []byte) { r.buf = append(buf[:0], make([]byte, walHeaderSize)...) }
+// reset starts a record in buf, grown to hold size bytes of entries.
+func (r *record) reset(buf []byte, size int) {
+	if cap(buf) < walHeaderSize+size {
+		buf = make([]byte, 0, walHeaderSize+size)
+	}
+	r.buf = append(buf[:0], make([]byte, walHeaderSize)...)
+}
 
 func (r *record) add(k string, w write) {
 	if r == nil {
@@ -351,7 +359,7 @@ func (w *wal) append(r *record) (full bool, err error) {
 	w.off += int64(len(b))
 	w.next++
 	if cap(b) <= maxKeptBuffer {
-		w.buf = b // a batch of posts; an image or a restore chunk is not kept
+		w.buf = b // a batch or a catch-up range; an image is not kept
 	}
 	return w.off >= w.segSize, nil
 }

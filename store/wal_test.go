@@ -224,7 +224,7 @@ func segmentOf(first uint64, kv ...string) []byte {
 	var out []byte
 	for i := 0; i < len(kv); i += 2 {
 		r := &record{}
-		r.reset(nil)
+		r.reset(nil, 0)
 		r.add("p/t/"+kv[i], write{val: []byte(kv[i+1])})
 		sealRecord(r.buf, first+uint64(i/2))
 		out = append(out, r.buf...)

@@ -71,7 +71,7 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 	if len(b.order) > 0 {
 		txn := s.db.NewTransaction(true)
 		defer txn.Discard()
-		rec := s.newRecord()
+		rec := s.newRecord(b.size)
 		for _, k := range b.order {
 			w := b.writes[k]
 			if err := setWrite(txn, k, w); err != nil {
@@ -97,7 +97,7 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
-	rec := s.newRecord()
+	rec := s.newRecord(0)
 	writes := 0
 	for ; n < len(ops); n++ {
 		o := ops[n]
@@ -118,7 +118,7 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 		// again with the ops before o and leave o to the next part.
 		txn.Discard()
 		txn, writes = s.db.NewTransaction(true), 0
-		rec = s.newRecord()
+		rec = s.newRecord(0)
 		for _, k := range ops[:n] {
 			if k.tx == nil {
 				continue
@@ -139,14 +139,14 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 	return n, writes > 0, nil
 }
 
-// newRecord starts the write-ahead record of a transaction; nil when the
-// store has no log (in memory).
-func (s *Store) newRecord() *record {
+// newRecord starts the write-ahead record of a transaction, with room for
+// size bytes of entries; nil when the store has no log (in memory).
+func (s *Store) newRecord(size int) *record {
 	if s.wal == nil {
 		return nil
 	}
 	r := &record{}
-	r.reset(s.wal.buffer())
+	r.reset(s.wal.buffer(), size)
 	return r
 }
 
