@@ -21,8 +21,15 @@ import (
 )
 
 // SchemaVersion is the layout this binary writes; Open refuses a store with a
-// newer one.
-const SchemaVersion = 1
+// newer one, and moves an older one to it.
+//
+//  1. The first layout.
+//  2. Durability from the store's own write-ahead log (a binary of layout 1
+//     would ignore it after a crash), and corpus records some of which are
+//     binary or held in their change envelope. Every record of layout 1 is
+//     still read, so opening a store of layout 1 only marks it 2; older
+//     binaries then refuse it instead of misreading it.
+const SchemaVersion = 2
 
 // Config configures a Store. Start from DefaultConfig.
 type Config struct {
@@ -247,6 +254,10 @@ func (s *Store) load() error {
 		}
 		if n > SchemaVersion {
 			return fmt.Errorf("store: schema version %d is newer than this binary's %d", n, SchemaVersion)
+		}
+		if n < SchemaVersion {
+			wrote = true
+			return txn.Set(keySchema, u64(SchemaVersion))
 		}
 		return nil
 	})

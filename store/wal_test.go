@@ -545,3 +545,46 @@ func TestRecentWritesServeCommitted(t *testing.T) {
 		t.Fatalf("count %d, want 21", got)
 	}
 }
+
+// TestSchemaUpgrade: a store of layout 1 opens and is marked with this
+// binary's layout, so that older binaries refuse it; a newer one is refused.
+func TestSchemaUpgrade(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testConfig(dir), counter{})
+	evs := submitMany(t, s, 10)
+	s.Close()
+	setSchema := func(n uint64) {
+		t.Helper()
+		db, err := openBadger(testConfig(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(n)) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setSchema(1)
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, evs)
+	err := s.View(func(tx *Tx) error {
+		v, err := tx.Get(keySchema)
+		if err != nil {
+			return err
+		}
+		if n, _ := decodeU64(v); n != SchemaVersion {
+			return fmt.Errorf("schema %d after open, want %d", n, SchemaVersion)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	setSchema(SchemaVersion + 1)
+	if _, err := Open(testConfig(dir)); err == nil {
+		t.Fatal("a store of a newer layout opened")
+	}
+}
