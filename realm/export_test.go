@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"relay/federation"
+	"relay/internal/cputime"
 	"relay/protocol"
 	"relay/realm/backup"
 	"relay/store"
@@ -489,9 +490,9 @@ func BenchmarkImport(b *testing.B) {
 			var wall, cpu time.Duration
 			for range b.N {
 				dst := b.TempDir()
-				c0, t0 := cpuTime(), time.Now()
+				c0, t0 := cputime.Now(), time.Now()
 				res, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), VerifyAll: all, Logger: quiet()})
-				wall, cpu = wall+time.Since(t0), cpu+cpuTime()-c0
+				wall, cpu = wall+time.Since(t0), cpu+cputime.Now()-c0
 				if err != nil || res.Events != events {
 					b.Fatalf("%+v %v", res, err)
 				}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"relay/internal/cputime"
 	"relay/protocol"
 )
 
@@ -99,7 +100,7 @@ func BenchmarkSubmit32Writers(b *testing.B) {
 	lats := make([][]time.Duration, writers)
 	commits := s.commits.Load()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Now()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -116,7 +117,7 @@ func BenchmarkSubmit32Writers(b *testing.B) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((cputime.Now()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 	report(b, elapsed, slices.Concat(lats...))
 	if c := s.commits.Load() - commits; c > 0 {
 		b.ReportMetric(float64(b.N)/float64(c), "ops/commit")

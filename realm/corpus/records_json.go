@@ -2,7 +2,6 @@ package corpus
 
 import (
 	"encoding/json"
-	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -27,7 +26,6 @@ var (
 	_ recordJSON = (*Message)(nil)
 	_ recordJSON = (*changeMessage)(nil)
 	_ recordJSON = (*Conversation)(nil)
-	_ recordJSON = (*authorRec)(nil)
 )
 
 func (m *Message) appendJSON(b []byte) ([]byte, error) {
@@ -169,57 +167,6 @@ func (c *Conversation) appendJSON(b []byte) ([]byte, error) {
 	b = appendString(b, c.Realm)
 	b = append(b, `,"cid":`...)
 	b = appendString(b, c.CID)
-	return append(b, '}'), nil
-}
-
-func (a *authorRec) appendJSON(b []byte) ([]byte, error) {
-	var err error
-	if a == nil {
-		return append(b, "null"...), nil
-	}
-	b = append(b, `{"author_id":`...)
-	b = appendString(b, a.AuthorID)
-	b = append(b, `,"message_count":`...)
-	b = strconv.AppendInt(b, int64(a.Messages), 10)
-	b = append(b, `,"conversation_count":`...)
-	b = strconv.AppendInt(b, int64(a.Conversations), 10)
-	b = append(b, `,"kinds":`...)
-	if a.Kinds == nil {
-		b = append(b, "null"...)
-	} else {
-		// encoding/json writes a map's keys sorted.
-		keys := make([]string, 0, len(a.Kinds))
-		for k := range a.Kinds {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		b = append(b, '{')
-		for i, k := range keys {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendString(b, k)
-			b = append(b, ':')
-			b = strconv.AppendInt(b, int64(a.Kinds[k]), 10)
-		}
-		b = append(b, '}')
-	}
-	b = append(b, `,"first_sequence":`...)
-	b = strconv.AppendUint(b, a.FirstSequence, 10)
-	b = append(b, `,"last_sequence":`...)
-	b = strconv.AppendUint(b, a.LastSequence, 10)
-	b = append(b, `,"first_active":`...)
-	if b, err = appendTime(b, a.FirstActive); err != nil {
-		return nil, err
-	}
-	b = append(b, `,"last_active":`...)
-	if b, err = appendTime(b, a.LastActive); err != nil {
-		return nil, err
-	}
-	b = append(b, `,"hours":`...)
-	b = appendInts(b, a.Hours[:])
-	b = append(b, `,"weekdays":`...)
-	b = appendInts(b, a.Weekdays[:])
 	return append(b, '}'), nil
 }
 

@@ -117,26 +117,10 @@ func TestRecordsJSON(t *testing.T) {
 		c := Conversation{ConversationID: str(), Subject: str(), RootMessageID: str(), AuthorID: str(), CreatedAt: tm(), UpdatedAt: tm(),
 			MessageCount: r.Intn(1 << 20), CreatedSequence: r.Uint64(), LastSequence: r.Uint64(), Realm: str(), CID: str()}
 		sameJSON(t, "conversation", &c)
-		a := authorRec{AuthorID: str(), Messages: r.Intn(1000) - 1, Conversations: r.Intn(100), FirstSequence: r.Uint64(),
-			LastSequence: r.Uint64(), FirstActive: tm(), LastActive: tm()}
-		if r.Intn(4) > 0 {
-			a.Kinds = map[string]int{}
-			for range r.Intn(6) {
-				a.Kinds[str()] = r.Intn(100)
-			}
-		}
-		for h := range a.Hours {
-			a.Hours[h] = r.Intn(50)
-		}
-		for w := range a.Weekdays {
-			a.Weekdays[w] = r.Intn(50)
-		}
-		sameJSON(t, "author", &a)
 		if i == 0 {
 			sameJSON(t, "nil message", (*Message)(nil))
 			sameJSON(t, "nil change", (*changeMessage)(nil))
 			sameJSON(t, "nil conversation", (*Conversation)(nil))
-			sameJSON(t, "nil author", (*authorRec)(nil))
 		}
 	}
 }
@@ -154,6 +138,5 @@ func FuzzRecordStrings(f *testing.F) {
 		m := Message{MessageID: s, Content: &s, Kind: []string{s}, Payload: json.RawMessage(payload), HasPayload: true}
 		sameJSON(t, "message", &m)
 		sameJSON(t, "change data", changeData(&m, s))
-		sameJSON(t, "author", &authorRec{AuthorID: s, Kinds: map[string]int{s: 1, s + "x": 2}})
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"relay/internal/cputime"
 	"relay/realm/api"
 )
 
@@ -50,7 +51,7 @@ func benchAppend(b *testing.B, dir string) {
 	var next, ops atomic.Int64
 	b.SetParallelism(max(1, writers/runtime.GOMAXPROCS(0))) // 32 writers
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Now()
 	b.RunParallel(func(pb *testing.PB) {
 		w := int(next.Add(1)-1) % writers
 		for pb.Next() {
@@ -67,5 +68,5 @@ func benchAppend(b *testing.B, dir string) {
 		}
 	})
 	b.StopTimer()
-	b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64((cputime.Now()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 }

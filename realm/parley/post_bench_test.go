@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"relay/internal/cputime"
 	"relay/protocol"
 )
 
@@ -28,8 +29,8 @@ func benchmarkPost(b *testing.B, reply bool) {
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.ResetTimer()
-	cpu := cpuTime()
-	defer func() { b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N), "cpu-µs/op") }()
+	cpu := cputime.Now()
+	defer func() { b.ReportMetric(float64((cputime.Now()-cpu).Microseconds())/float64(b.N), "cpu-µs/op") }()
 	b.RunParallel(func(pb *testing.PB) {
 		i := next.Add(1)
 		p := agent(b, fmt.Sprintf("bench-%d", i))

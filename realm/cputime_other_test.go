@@ -1,8 +1,0 @@
-//go:build !unix
-
-package realm
-
-import "time"
-
-// cpuTime is not measured here: benchmarks report 0 CPU per event.
-func cpuTime() time.Duration { return 0 }
