@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -77,7 +78,7 @@ func (s *Service) queueRun(ctx context.Context, realm protocol.Realm, l *lane, r
 	for i, g := range run {
 		evs[i] = store.Checked{Event: g.ev, CID: g.c, Raw: g.raw}
 	}
-	wait, err := s.st.QueueDecodedChain(ctx, evs, verified)
+	wait, err := s.st.QueueDecodedChain(ctx, evs, s.evidenceCheck(realm, run))
 	if err != nil {
 		l.mu.Unlock()
 		return 0, err
@@ -136,6 +137,25 @@ func (s *Service) settle(ctx context.Context, realm protocol.Realm, run []gossip
 		}
 		s.runFailed(s.ctx, realm, raws, err)
 		return pubsub.ValidationReject
+	}
+}
+
+// evidenceCheck is the verify function of a queued gossip run. The run's
+// newest event, the newest of the last run in it, was checked by its
+// signature already (authenticRun); the store asks about another event
+// only to keep it as evidence of equivocation, and evidence must carry the
+// realm's signature of its own, since peers weigh it event by event.
+func (s *Service) evidenceCheck(realm protocol.Realm, run []gossiped) func(*protocol.Event) error {
+	newest := run[len(run)-1].ev
+	return func(ev *protocol.Event) error {
+		if ev == newest {
+			return nil
+		}
+		key, ok := s.dir.Key(realm)
+		if !ok {
+			return fmt.Errorf("federation: no key for realm %s", realm)
+		}
+		return ev.Verify(key)
 	}
 }
 

@@ -240,9 +240,16 @@ func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify fun
 				continue
 			}
 			// The run is authenticated by its newest event, and this one
-			// is linked to it: check before recording evidence.
+			// is linked to it: check before recording evidence. Evidence
+			// also carries its own signature, so that a peer weighing it
+			// event by event takes it too.
 			if err := verify(evs[len(evs)-1]); err != nil {
 				return nil, err
+			}
+			if i < len(evs)-1 {
+				if err := verify(evs[i]); err != nil {
+					return nil, err
+				}
 			}
 			prior, err := tx.eventByCIDBytes(held)
 			if err != nil {

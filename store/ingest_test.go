@@ -311,6 +311,10 @@ func testIngestChain(t *testing.T, ingest func(s *Store, ctx context.Context, ra
 	forgedTail, _ := remoteEvent(t, testKey(9), 11, prev, "forged")
 	altRaw, _ := remoteEvent(t, away, 3, cidOf(chain[1]), "the other story")
 	unlinked, _ := remoteEvent(t, away, 5, cidOf(chain[0]), "bad link")
+	// A fork at seq 3 that only the realm's next event vouches for: its own
+	// signature is not the realm's, so it is no evidence a peer would take.
+	badFork, badForkCID := remoteEvent(t, testKey(9), 3, cidOf(chain[1]), "unsigned fork")
+	vouch, _ := remoteEvent(t, away, 4, badForkCID, "vouching")
 
 	runs := []struct {
 		name  string
@@ -325,6 +329,7 @@ func testIngestChain(t *testing.T, ingest func(s *Store, ctx context.Context, ra
 		{"broken link", [][]byte{chain[7], unlinked}, 0, protocol.ErrChainBroken},
 		{"forged newest", [][]byte{chain[7], chain[8], chain[9], forgedTail}, 0, protocol.ErrBadSignature},
 		{"rest", chain[7:], 3, nil},
+		{"fork without its own signature", [][]byte{badFork, vouch}, 0, protocol.ErrBadSignature},
 		{"equivocation", [][]byte{chain[0], chain[1], altRaw}, 0, ErrEquivocation},
 	}
 	for _, tc := range runs {
