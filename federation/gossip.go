@@ -35,8 +35,9 @@ type realmTopic struct {
 // their own signatures, so messages are unsigned and anonymous, and their ID
 // is the digest of the event. The origin floods its runs to every peer on
 // its topic; receivers relay to a small mesh, for realms the origin does not
-// reach directly, and a run from its origin only after relayDelay. Queues are deep (the defaults drop above ~1,000 messages/s
-// here); whatever is lost anyway, catch-up repairs. IDONTWANT is sent for
+// reach directly, and a run from its origin only after relayDelay. Queues
+// are deep (the defaults drop above ~1,000 messages/s here); whatever is
+// lost anyway, catch-up repairs. IDONTWANT is sent for
 // every message, so a mesh peer that already has an event is not sent it
 // again.
 func newPubSub(ctx context.Context, h host.Host, counts *gossipCounts) (*pubsub.PubSub, error) {
@@ -124,7 +125,10 @@ func (s *Service) follow(realm protocol.Realm) {
 		return
 	}
 	name := TopicPrefix + string(realm)
-	if err := s.ps.RegisterTopicValidator(name, s.validator(realm)); err != nil {
+	// A run from its origin holds its validation slot for relayDelay, so a
+	// burst (an origin flushing after a reconnect) needs many slots; past
+	// them pubsub drops messages as throttled.
+	if err := s.ps.RegisterTopicValidator(name, s.validator(realm), pubsub.WithValidatorConcurrency(validateConcurrency)); err != nil {
 		s.log.Warn("federation: topic validator", "realm", realm, "err", err)
 		return
 	}
@@ -266,6 +270,10 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 // duplicates). A realm reached only through a relay gets the run that much
 // later; a run that came through a relay goes on as soon as it is stored.
 const relayDelay = 30 * time.Millisecond
+
+// validateConcurrency is how many messages of one realm's topic may be in
+// validation at once (pubsub's default is 1,024).
+const validateConcurrency = 8192
 
 // relayLater returns relayDelay after start at the earliest: the validator
 // returns when the run may be relayed.
