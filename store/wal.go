@@ -479,6 +479,9 @@ func syncFiles(dir string) error {
 }
 
 func syncDir(dir string) error {
+	if !dirSyncs {
+		return nil
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("store: sync: %w", err)
