@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"relay/realm/internal/jsonenc"
 	"relay/store"
 )
 
@@ -174,11 +175,11 @@ func encodeChange(c *Change) ([]byte, error) {
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, c.Sequence, 10)
 	b = append(b, `,"event_type":`...)
-	b = appendString(b, c.EventType)
+	b = jsonenc.AppendString(b, c.EventType)
 	b = append(b, `,"resource_id":`...)
-	b = appendString(b, c.ResourceID)
+	b = jsonenc.AppendString(b, c.ResourceID)
 	b = append(b, `,"recorded_at":`...)
-	b, err := appendTime(b, c.RecordedAt)
+	b, err := jsonenc.AppendTime(b, c.RecordedAt)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,9 @@ package corpus
 import (
 	"encoding/json"
 	"strconv"
-	"time"
 	"unicode/utf8"
+
+	"relay/realm/internal/jsonenc"
 )
 
 // The records a message writes on the committer (the message, its
@@ -34,9 +35,9 @@ func (m *Message) appendJSON(b []byte) ([]byte, error) {
 		return append(b, "null"...), nil
 	}
 	b = append(b, `{"message_id":`...)
-	b = appendString(b, m.MessageID)
+	b = jsonenc.AppendString(b, m.MessageID)
 	b = append(b, `,"conversation_id":`...)
-	b = appendString(b, m.ConversationID)
+	b = jsonenc.AppendString(b, m.ConversationID)
 	b = append(b, `,"content":`...)
 	b = appendStringPtr(b, m.Content)
 	if len(m.Payload) > 0 {
@@ -48,9 +49,9 @@ func (m *Message) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"has_payload":`...)
 	b = strconv.AppendBool(b, m.HasPayload)
 	b = append(b, `,"author_id":`...)
-	b = appendString(b, m.AuthorID)
+	b = jsonenc.AppendString(b, m.AuthorID)
 	b = append(b, `,"created_at":`...)
-	if b, err = appendTime(b, m.CreatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, m.CreatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"sequence":`...)
@@ -63,7 +64,7 @@ func (m *Message) appendJSON(b []byte) ([]byte, error) {
 	b = appendStrings(b, m.Mentions)
 	if m.SchemaName != "" {
 		b = append(b, `,"schema_name":`...)
-		b = appendString(b, m.SchemaName)
+		b = jsonenc.AppendString(b, m.SchemaName)
 	}
 	if m.SchemaVersion != 0 {
 		b = append(b, `,"schema_version":`...)
@@ -74,9 +75,9 @@ func (m *Message) appendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendBool(b, *m.SchemaValidated)
 	}
 	b = append(b, `,"realm":`...)
-	b = appendString(b, m.Realm)
+	b = jsonenc.AppendString(b, m.Realm)
 	b = append(b, `,"cid":`...)
-	b = appendString(b, m.CID)
+	b = jsonenc.AppendString(b, m.CID)
 	return append(b, '}'), nil
 }
 
@@ -86,15 +87,15 @@ func (d *changeMessage) appendJSON(b []byte) ([]byte, error) {
 		return append(b, "null"...), nil
 	}
 	b = append(b, `{"author_id":`...)
-	b = appendString(b, d.AuthorID)
+	b = jsonenc.AppendString(b, d.AuthorID)
 	b = append(b, `,"cid":`...)
-	b = appendString(b, d.CID)
+	b = jsonenc.AppendString(b, d.CID)
 	b = append(b, `,"content":`...)
 	b = appendStringPtr(b, d.Content)
 	b = append(b, `,"conversation_id":`...)
-	b = appendString(b, d.ConversationID)
+	b = jsonenc.AppendString(b, d.ConversationID)
 	b = append(b, `,"created_at":`...)
-	if b, err = appendTime(b, d.CreatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, d.CreatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"has_payload":`...)
@@ -104,7 +105,7 @@ func (d *changeMessage) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"mentions":`...)
 	b = appendStrings(b, d.Mentions)
 	b = append(b, `,"message_id":`...)
-	b = appendString(b, d.MessageID)
+	b = jsonenc.AppendString(b, d.MessageID)
 	if d.Payload != nil {
 		b = append(b, `,"payload":`...)
 		if b, err = appendRaw(b, *d.Payload); err != nil {
@@ -112,10 +113,10 @@ func (d *changeMessage) appendJSON(b []byte) ([]byte, error) {
 		}
 	}
 	b = append(b, `,"realm":`...)
-	b = appendString(b, d.Realm)
+	b = jsonenc.AppendString(b, d.Realm)
 	if d.SchemaName != "" {
 		b = append(b, `,"schema_name":`...)
-		b = appendString(b, d.SchemaName)
+		b = jsonenc.AppendString(b, d.SchemaName)
 	}
 	if d.SchemaValidated != nil {
 		b = append(b, `,"schema_validated":`...)
@@ -129,7 +130,7 @@ func (d *changeMessage) appendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendUint(b, d.Sequence, 10)
 	if d.Subject != "" {
 		b = append(b, `,"subject":`...)
-		b = appendString(b, d.Subject)
+		b = jsonenc.AppendString(b, d.Subject)
 	}
 	b = append(b, `,"tags":`...)
 	b = appendStrings(b, d.Tags)
@@ -142,19 +143,19 @@ func (c *Conversation) appendJSON(b []byte) ([]byte, error) {
 		return append(b, "null"...), nil
 	}
 	b = append(b, `{"conversation_id":`...)
-	b = appendString(b, c.ConversationID)
+	b = jsonenc.AppendString(b, c.ConversationID)
 	b = append(b, `,"subject":`...)
-	b = appendString(b, c.Subject)
+	b = jsonenc.AppendString(b, c.Subject)
 	b = append(b, `,"root_message_id":`...)
-	b = appendString(b, c.RootMessageID)
+	b = jsonenc.AppendString(b, c.RootMessageID)
 	b = append(b, `,"author_id":`...)
-	b = appendString(b, c.AuthorID)
+	b = jsonenc.AppendString(b, c.AuthorID)
 	b = append(b, `,"created_at":`...)
-	if b, err = appendTime(b, c.CreatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, c.CreatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"updated_at":`...)
-	if b, err = appendTime(b, c.UpdatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, c.UpdatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"message_count":`...)
@@ -164,9 +165,9 @@ func (c *Conversation) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"last_sequence":`...)
 	b = strconv.AppendUint(b, c.LastSequence, 10)
 	b = append(b, `,"realm":`...)
-	b = appendString(b, c.Realm)
+	b = jsonenc.AppendString(b, c.Realm)
 	b = append(b, `,"cid":`...)
-	b = appendString(b, c.CID)
+	b = jsonenc.AppendString(b, c.CID)
 	return append(b, '}'), nil
 }
 
@@ -191,7 +192,7 @@ func appendStrings(b []byte, ss []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendString(b, s)
+		b = jsonenc.AppendString(b, s)
 	}
 	return append(b, ']')
 }
@@ -200,7 +201,7 @@ func appendStringPtr(b []byte, s *string) []byte {
 	if s == nil {
 		return append(b, "null"...)
 	}
-	return appendString(b, *s)
+	return jsonenc.AppendString(b, *s)
 }
 
 // appendRaw writes a raw JSON value as encoding/json does (compacted,
@@ -225,85 +226,4 @@ func appendRaw(b []byte, raw json.RawMessage) ([]byte, error) {
 		return nil, err
 	}
 	return append(b, j...), nil
-}
-
-// appendTime writes t as time.Time.MarshalJSON does: a UTC time in range
-// by hand, any other through MarshalJSON itself.
-func appendTime(b []byte, t time.Time) ([]byte, error) {
-	if t.Location() == time.UTC {
-		if y := t.Year(); y >= 0 && y <= 9999 {
-			b = append(b, '"')
-			b = t.AppendFormat(b, time.RFC3339Nano)
-			return append(b, '"'), nil
-		}
-	}
-	j, err := t.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	return append(b, j...), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe holds the ASCII bytes a JSON string carries as they are in
-// marshal's output (HTML characters included).
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := range t {
-		t[c] = c >= 0x20 && c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// appendString writes s as marshal does: as encoding/json does, U+2028
-// and U+2029 escaped, invalid UTF-8 as U+FFFD, but <, > and & as they are.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -4,10 +4,9 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
-	"time"
-	"unicode/utf8"
 
 	"relay/protocol"
+	"relay/realm/internal/jsonenc"
 )
 
 // The records a post writes on the committer (its message, its thread, the
@@ -58,23 +57,23 @@ func withRecordJSON(v any, f func(b []byte) error) error {
 func (t *threadRec) appendJSON(b []byte) ([]byte, error) {
 	var err error
 	b = append(b, `{"realm":`...)
-	b = appendJSONString(b, string(t.Realm))
+	b = jsonenc.AppendHTMLString(b, string(t.Realm))
 	b = append(b, `,"n":`...)
 	b = strconv.AppendUint(b, t.N, 10)
 	b = append(b, `,"cid":`...)
-	b = appendJSONString(b, t.CID)
+	b = jsonenc.AppendHTMLString(b, t.CID)
 	b = append(b, `,"board":`...)
 	b = strconv.AppendUint(b, t.Board, 10)
 	b = append(b, `,"title":`...)
-	b = appendJSONString(b, t.Title)
+	b = jsonenc.AppendHTMLString(b, t.Title)
 	b = append(b, `,"creator":`...)
-	b = appendJSONString(b, t.Creator)
+	b = jsonenc.AppendHTMLString(b, t.Creator)
 	b = append(b, `,"created_at":`...)
-	if b, err = appendJSONTime(b, t.CreatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, t.CreatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"updated_at":`...)
-	if b, err = appendJSONTime(b, t.UpdatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, t.UpdatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"state":`...)
@@ -83,38 +82,38 @@ func (t *threadRec) appendJSON(b []byte) ([]byte, error) {
 	b = appendThreadState(b, t.Settled)
 	if t.StateBy != "" {
 		b = append(b, `,"state_by":`...)
-		b = appendJSONString(b, t.StateBy)
+		b = jsonenc.AppendHTMLString(b, t.StateBy)
 	}
 	b = append(b, `,"state_at":`...)
-	if b, err = appendJSONTime(b, t.StateAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, t.StateAt); err != nil {
 		return nil, err
 	}
 	if t.ConfirmedAt != nil {
 		b = append(b, `,"confirmed_at":`...)
-		if b, err = appendJSONTime(b, *t.ConfirmedAt); err != nil {
+		if b, err = jsonenc.AppendTime(b, *t.ConfirmedAt); err != nil {
 			return nil, err
 		}
 	}
 	if t.ConfirmedBy != "" {
 		b = append(b, `,"confirmed_by":`...)
-		b = appendJSONString(b, t.ConfirmedBy)
+		b = jsonenc.AppendHTMLString(b, t.ConfirmedBy)
 	}
 	b = append(b, `,"awaiting":`...)
 	b = strconv.AppendBool(b, t.Awaiting)
 	b = append(b, `,"last":{"n":`...)
 	b = strconv.AppendUint(b, t.Last.N, 10)
 	b = append(b, `,"realm":`...)
-	b = appendJSONString(b, string(t.Last.Realm))
+	b = jsonenc.AppendHTMLString(b, string(t.Last.Realm))
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, string(t.Last.Kind))
+	b = jsonenc.AppendHTMLString(b, string(t.Last.Kind))
 	b = append(b, `,"identity":`...)
-	b = appendJSONString(b, t.Last.Identity)
+	b = jsonenc.AppendHTMLString(b, t.Last.Identity)
 	if t.Last.Extension != "" {
 		b = append(b, `,"extension":`...)
-		b = appendJSONString(b, t.Last.Extension)
+		b = jsonenc.AppendHTMLString(b, t.Last.Extension)
 	}
 	b = append(b, `,"at":`...)
-	if b, err = appendJSONTime(b, t.Last.At); err != nil {
+	if b, err = jsonenc.AppendTime(b, t.Last.At); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"sequence":`...)
@@ -133,13 +132,13 @@ func (t *threadRec) appendJSON(b []byte) ([]byte, error) {
 // appendThreadState writes protocol.ThreadState, which has no JSON tags.
 func appendThreadState(b []byte, s protocol.ThreadState) []byte {
 	b = append(b, `{"State":`...)
-	b = appendJSONString(b, string(s.State))
+	b = jsonenc.AppendHTMLString(b, string(s.State))
 	b = append(b, `,"Origin":`...)
-	b = appendJSONString(b, s.Origin)
+	b = jsonenc.AppendHTMLString(b, s.Origin)
 	b = append(b, `,"Confirmed":`...)
 	b = strconv.AppendBool(b, s.Confirmed)
 	b = append(b, `,"Before":`...)
-	b = appendJSONString(b, string(s.Before))
+	b = jsonenc.AppendHTMLString(b, string(s.Before))
 	return append(b, '}')
 }
 
@@ -148,19 +147,19 @@ func (bd *Board) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendUint(b, bd.ID, 10)
 	b = append(b, `,"slug":`...)
-	b = appendJSONString(b, bd.Slug)
+	b = jsonenc.AppendHTMLString(b, bd.Slug)
 	b = append(b, `,"name":`...)
-	b = appendJSONString(b, bd.Name)
+	b = jsonenc.AppendHTMLString(b, bd.Name)
 	b = append(b, `,"description":`...)
-	b = appendJSONString(b, bd.Description)
+	b = jsonenc.AppendHTMLString(b, bd.Description)
 	b = append(b, `,"realm":`...)
-	b = appendJSONString(b, bd.Realm)
+	b = jsonenc.AppendHTMLString(b, bd.Realm)
 	b = append(b, `,"cid":`...)
-	b = appendJSONString(b, bd.CID)
+	b = jsonenc.AppendHTMLString(b, bd.CID)
 	b = append(b, `,"creator":`...)
-	b = appendJSONString(b, bd.Creator)
+	b = jsonenc.AppendHTMLString(b, bd.Creator)
 	b = append(b, `,"created_at":`...)
-	if b, err = appendJSONTime(b, bd.CreatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, bd.CreatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"threads":`...)
@@ -177,11 +176,11 @@ func (bd *Board) appendJSON(b []byte) ([]byte, error) {
 func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 	var err error
 	b = append(b, `{"realm":`...)
-	b = appendJSONString(b, string(m.Realm))
+	b = jsonenc.AppendHTMLString(b, string(m.Realm))
 	b = append(b, `,"n":`...)
 	b = strconv.AppendUint(b, m.N, 10)
 	b = append(b, `,"cid":`...)
-	b = appendJSONString(b, m.CID)
+	b = jsonenc.AppendHTMLString(b, m.CID)
 	b = append(b, `,"thread":`...)
 	b = m.Thread.appendJSON(b)
 	if m.Parent != nil {
@@ -189,17 +188,17 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 		b = m.Parent.appendJSON(b)
 	}
 	b = append(b, `,"kind":`...)
-	b = appendJSONString(b, string(m.Kind))
+	b = jsonenc.AppendHTMLString(b, string(m.Kind))
 	b = append(b, `,"body":`...)
-	b = appendJSONString(b, m.Body)
+	b = jsonenc.AppendHTMLString(b, m.Body)
 	b = append(b, `,"identity":`...)
-	b = appendJSONString(b, m.Identity)
+	b = jsonenc.AppendHTMLString(b, m.Identity)
 	if m.Extension != "" {
 		b = append(b, `,"extension":`...)
-		b = appendJSONString(b, m.Extension)
+		b = jsonenc.AppendHTMLString(b, m.Extension)
 	}
 	b = append(b, `,"author_kind":`...)
-	b = appendJSONString(b, m.AuthorKind)
+	b = jsonenc.AppendHTMLString(b, m.AuthorKind)
 	if len(m.Provenance) > 0 {
 		p, err := json.Marshal(m.Provenance) // any values: encoding/json's own
 		if err != nil {
@@ -214,7 +213,7 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, r)
+			b = jsonenc.AppendHTMLString(b, r)
 		}
 		b = append(b, ']')
 	}
@@ -233,12 +232,12 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"kind":`...)
-			b = appendJSONString(b, e.Kind)
+			b = jsonenc.AppendHTMLString(b, e.Kind)
 			b = append(b, `,"value":`...)
-			b = appendJSONString(b, e.Value)
+			b = jsonenc.AppendHTMLString(b, e.Value)
 			if e.Note != "" {
 				b = append(b, `,"note":`...)
-				b = appendJSONString(b, e.Note)
+				b = jsonenc.AppendHTMLString(b, e.Note)
 			}
 			b = append(b, '}')
 		}
@@ -255,15 +254,15 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 		}
 		if m.Image.URL != "" {
 			field(`"url":`)
-			b = appendJSONString(b, m.Image.URL)
+			b = jsonenc.AppendHTMLString(b, m.Image.URL)
 		}
 		if m.Image.CID != "" {
 			field(`"cid":`)
-			b = appendJSONString(b, m.Image.CID)
+			b = jsonenc.AppendHTMLString(b, m.Image.CID)
 		}
 		if m.Image.MediaType != "" {
 			field(`"media_type":`)
-			b = appendJSONString(b, m.Image.MediaType)
+			b = jsonenc.AppendHTMLString(b, m.Image.MediaType)
 		}
 		if m.Image.Bytes != 0 {
 			field(`"bytes":`)
@@ -274,14 +273,14 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `,"awaiting":`...)
 	b = strconv.AppendBool(b, m.Awaiting)
 	b = append(b, `,"created_at":`...)
-	if b, err = appendJSONTime(b, m.CreatedAt); err != nil {
+	if b, err = jsonenc.AppendTime(b, m.CreatedAt); err != nil {
 		return nil, err
 	}
 	b = append(b, `,"sequence":`...)
 	b = strconv.AppendUint(b, m.Sequence, 10)
 	if m.Status != "" {
 		b = append(b, `,"status":`...)
-		b = appendJSONString(b, m.Status)
+		b = jsonenc.AppendHTMLString(b, m.Status)
 	}
 	if m.Refusal != nil {
 		r, err := json.Marshal(m.Refusal)
@@ -296,7 +295,7 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 
 func (c *cidRef) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"kind":`...)
-	b = appendJSONString(b, string(c.Kind))
+	b = jsonenc.AppendHTMLString(b, string(c.Kind))
 	b = append(b, `,"id":`...)
 	b = c.ID.appendJSON(b)
 	return append(b, '}'), nil
@@ -305,7 +304,7 @@ func (c *cidRef) appendJSON(b []byte) ([]byte, error) {
 // appendJSON writes a rid, which has no JSON tags.
 func (r rid) appendJSON(b []byte) []byte {
 	b = append(b, `{"Realm":`...)
-	b = appendJSONString(b, string(r.Realm))
+	b = jsonenc.AppendHTMLString(b, string(r.Realm))
 	b = append(b, `,"N":`...)
 	b = strconv.AppendUint(b, r.N, 10)
 	return append(b, '}')
@@ -320,85 +319,4 @@ func appendRids(b []byte, ids []rid) []byte {
 		b = id.appendJSON(b)
 	}
 	return append(b, ']')
-}
-
-// appendJSONTime writes t as time.Time.MarshalJSON does: the usual UTC
-// time of a record by hand, any other through MarshalJSON itself.
-func appendJSONTime(b []byte, t time.Time) ([]byte, error) {
-	if t.Location() == time.UTC {
-		if y := t.Year(); y >= 0 && y <= 9999 {
-			b = append(b, '"')
-			b = t.AppendFormat(b, time.RFC3339Nano)
-			return append(b, '"'), nil
-		}
-	}
-	j, err := t.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	return append(b, j...), nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// jsonSafe holds the ASCII bytes a JSON string carries as they are when
-// HTML characters are escaped.
-var jsonSafe = func() (t [utf8.RuneSelf]bool) {
-	for c := range t {
-		t[c] = c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
-// appendJSONString writes s as encoding/json does by default: HTML
-// characters, U+2028 and U+2029 escaped, invalid UTF-8 as U+FFFD.
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if jsonSafe[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"relay/realm/internal/jsonenc"
 )
 
 // marshalRecord is json.Marshal, by hand for the records that can.
@@ -170,7 +172,7 @@ func FuzzJSONString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		want, _ := json.Marshal(s)
-		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+		if got := jsonenc.AppendHTMLString(nil, s); !bytes.Equal(got, want) {
 			t.Fatalf("%q: hand %s, encoding/json %s", s, got, want)
 		}
 	})
