@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"relay/federation"
-	"relay/internal/cputime"
 	"relay/protocol"
 	"relay/realm/backup"
 	"relay/store"
+	"relay/testnet/cputime"
 )
 
 // exportReads are the reads a restore must answer exactly as the original

@@ -10,8 +10,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"relay/internal/cputime"
 	"relay/protocol"
+	"relay/testnet/cputime"
 )
 
 // All benchmarks write to disk with SyncWrites: acknowledged means durable.

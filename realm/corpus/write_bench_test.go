@@ -7,8 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"relay/internal/cputime"
 	"relay/realm/api"
+	"relay/testnet/cputime"
 )
 
 // BenchmarkAppend measures durable-path appends through the service the way

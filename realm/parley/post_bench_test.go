@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"relay/internal/cputime"
 	"relay/protocol"
+	"relay/testnet/cputime"
 )
 
 // BenchmarkPost posts into existing threads from 16 agents at once per

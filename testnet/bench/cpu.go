@@ -6,8 +6,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"relay/testnet/cputime"
 )
 
 // cpuSample is a point to measure CPU use from.
@@ -21,11 +22,7 @@ type cpuSample struct {
 
 func sampleCPU() cpuSample {
 	s := cpuSample{at: time.Now()}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return s
-	}
-	s.self = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	s.self = cputime.Now()
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return s

@@ -22,6 +22,7 @@ import (
 	"relay/store"
 	"relay/testnet"
 	"relay/testnet/bench"
+	"relay/testnet/cputime"
 )
 
 // Options are one run. Start from DefaultOptions.
@@ -195,7 +196,7 @@ func replication(ctx context.Context, o Options, res *Result) error {
 	if err := o.startProfile("replication"); err != nil {
 		return err
 	}
-	cpuBefore := processCPU()
+	cpuBefore := cputime.Now()
 
 	fmt.Fprintf(o.Progress, "replication: %d posts/s for %v at %s\n", o.Rate, o.Duration, origin.Name)
 	post := bench.HTTPPoster(client, origin.URL, agents)
@@ -241,7 +242,7 @@ func replication(ctx context.Context, o Options, res *Result) error {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	cpu := processCPU() - cpuBefore
+	cpu := cputime.Now() - cpuBefore
 	o.stopProfile("replication")
 	// libp2p's bandwidth counters add up once a second.
 	time.Sleep(wireSettle)
@@ -365,7 +366,7 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 		return err
 	}
 	defer o.stopProfile("catchup")
-	cpuBefore := processCPU()
+	cpuBefore := cputime.Now()
 	start = time.Now()
 	if err := net.Link(0, 1); err != nil {
 		return err
@@ -383,7 +384,7 @@ func catchUp(ctx context.Context, o Options, res *Result) error {
 	d := time.Since(start)
 	res.CatchUpSeconds = d.Seconds()
 	res.CatchUpRate = float64(target.Seq) / d.Seconds()
-	res.CatchUpCPUPerEvent = float64(processCPU()-cpuBefore) / float64(time.Microsecond) / float64(target.Seq)
+	res.CatchUpCPUPerEvent = float64(cputime.Now()-cpuBefore) / float64(time.Microsecond) / float64(target.Seq)
 	o.stopProfile("catchup")
 	time.Sleep(wireSettle)
 	res.CatchUpWireIn, _ = late.Node.Federation().Wire()
