@@ -126,24 +126,25 @@ func countOf(t *testing.T, s *Store, typ string) uint64 {
 	return n
 }
 
-// TestWALReplaysWhatBadgerLost: every acknowledged write is in the log, so
-// a Badger that kept nothing since its last sync is brought back whole.
-func TestWALReplaysWhatBadgerLost(t *testing.T) {
-	live := t.TempDir()
-	cfg := testConfig(live)
-	s, err := Open(cfg)
+// newWithBase makes a store in live, closes it, and copies what Badger then
+// holds, synced and before any event, into base.
+func newWithBase(t *testing.T) (live, base string) {
+	t.Helper()
+	live, base = t.TempDir(), t.TempDir()
+	s, err := Open(testConfig(live))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	base := t.TempDir()
-	copyFiles(t, live, base) // Badger synced, before any event
+	copyFiles(t, live, base)
+	return live, base
+}
 
-	s, err = Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Register(counter{})
+// TestWALReplaysWhatBadgerLost: every acknowledged write is in the log, so
+// a Badger that kept nothing since its last sync is brought back whole.
+func TestWALReplaysWhatBadgerLost(t *testing.T) {
+	live, base := newWithBase(t)
+	s := openTest(t, testConfig(live), counter{})
 	evs := submitMany(t, s, 300)
 	dir := crashCopy(t, base, live) // while open: the log holds every acked write
 	s.Close()
@@ -169,21 +170,8 @@ func TestWALReplaysWhatBadgerLost(t *testing.T) {
 // TestWALTornTail: a record cut short by a crash was never acknowledged;
 // the records before it are replayed and the store opens.
 func TestWALTornTail(t *testing.T) {
-	live := t.TempDir()
-	cfg := testConfig(live)
-	s, err := Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Close()
-	base := t.TempDir()
-	copyFiles(t, live, base)
-
-	s, err = Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Register(counter{})
+	live, base := newWithBase(t)
+	s := openTest(t, testConfig(live), counter{})
 	var evs []*StoredEvent
 	for i := range 10 { // one event per record
 		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))

@@ -6,33 +6,44 @@ import (
 
 	"github.com/ipfs/go-cid"
 
+	"relay/federation"
 	"relay/protocol"
 )
+
+// runsNet starts four realms in a mesh, r4 with a thread, converged, and
+// returns r4's and r3's means to misbehave once r4's topic has its peers.
+func runsNet(t *testing.T) (net *Net, r4 *Realm, m, forger federation.Misbehaver) {
+	t.Helper()
+	net, err := Start(Config{Realms: 4, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r4 = net.Realms[3]
+	openThreads(t, r4, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		net.Close()
+		t.Fatal(err)
+	}
+	m = r4.Node.Federation().Misbehave()
+	forger = net.Realms[2].Node.Federation().Misbehave()
+	deadline := time.Now().Add(20 * time.Second)
+	for m.TopicPeers("r4") < 3 {
+		if time.Now().After(deadline) {
+			net.Close()
+			t.Fatal("r4's topic has no peers")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return net, r4, m, forger
+}
 
 // TestGossipRuns has r4 publish runs of its own events itself, out of
 // order and the last one with a forged event in it: the honest events of
 // every run land in order, the forged one nowhere, and r4 is not
 // quarantined (a forgery is the sender's fault, not the realm's).
 func TestGossipRuns(t *testing.T) {
-	net, err := Start(Config{Realms: 4, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
+	net, r4, m, forger := runsNet(t)
 	defer net.Close()
-	r4 := net.Realms[3]
-	openThreads(t, r4, 1)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	m := r4.Node.Federation().Misbehave()
-	forger := net.Realms[2].Node.Federation().Misbehave()
-	deadline := time.Now().Add(20 * time.Second)
-	for m.TopicPeers("r4") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("r4's topic has no peers")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	// Seven events after r4's head, signed by r4 but never stored there;
 	// the seventh is signed by r3's key instead.
@@ -105,25 +116,8 @@ func TestGossipRuns(t *testing.T) {
 // (the link breaks). Every honest realm stores the genuine events before
 // each forgery and nothing of it, and then the genuine rest.
 func TestGossipRunForgedInside(t *testing.T) {
-	net, err := Start(Config{Realms: 4, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
+	net, r4, m, forger := runsNet(t)
 	defer net.Close()
-	r4 := net.Realms[3]
-	openThreads(t, r4, 1)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	m := r4.Node.Federation().Misbehave()
-	forger := net.Realms[2].Node.Federation().Misbehave()
-	deadline := time.Now().Add(20 * time.Second)
-	for m.TopicPeers("r4") < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("r4's topic has no peers")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 
 	// chain signs events after prev (raws so far), event i with sign(i).
 	first := nextEvent(t, r4, "test.note", map[string]any{"n": 0})
