@@ -10,6 +10,20 @@ import (
 	"relay/protocol"
 )
 
+// noQuarantine fails t if r has quarantined a realm.
+func noQuarantine(t *testing.T, r *Realm) {
+	t.Helper()
+	rs, err := r.Node.Federation().Realms()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range rs {
+		if s.Quarantined != "" {
+			t.Fatalf("%s quarantined %s: %s", r.Name, s.Realm, s.Quarantined)
+		}
+	}
+}
+
 // runsNet starts four realms in a mesh, r4 with a thread, converged, and
 // returns r4's and r3's means to misbehave once r4's topic has its peers.
 func runsNet(t *testing.T) (net *Net, r4 *Realm, m, forger federation.Misbehaver) {
@@ -95,15 +109,7 @@ func TestGossipRuns(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 		refused += r.Node.Federation().Counters().Refused["signature"]
-		rs, err := r.Node.Federation().Realms()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range rs {
-			if s.Quarantined != "" {
-				t.Fatalf("%s quarantined %s: %s", r.Name, s.Realm, s.Quarantined)
-			}
-		}
+		noQuarantine(t, r)
 	}
 	if refused == 0 {
 		t.Fatal("no realm refused the forged event")
@@ -191,15 +197,7 @@ func TestGossipRunForgedInside(t *testing.T) {
 	}
 	waitAt(8, "genuine")
 	for _, r := range net.Realms[:3] {
-		rs, err := r.Node.Federation().Realms()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range rs {
-			if s.Quarantined != "" {
-				t.Fatalf("%s quarantined %s: %s", r.Name, s.Realm, s.Quarantined)
-			}
-		}
+		noQuarantine(t, r)
 	}
 }
 

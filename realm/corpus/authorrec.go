@@ -75,7 +75,7 @@ func decodeAuthor(authorID string, raw []byte) (authorRec, error) {
 	if len(raw) == 0 || raw[0] != authorFormat {
 		return a, errAuthorRecord
 	}
-	r := authorReader{b: raw[1:]}
+	r := recReader{b: raw[1:], bad: errAuthorRecord}
 	a.Messages = int(r.varint())
 	a.Conversations = int(r.varint())
 	a.FirstSequence = r.uvarint()
@@ -105,33 +105,48 @@ func decodeAuthor(authorID string, raw []byte) (authorRec, error) {
 	return a, r.err
 }
 
-// authorReader reads varints, keeping the first error.
-type authorReader struct {
+// recReader reads the binary records of authors and conversations: varints,
+// times and length-prefixed strings, keeping the first error, bad.
+type recReader struct {
 	b   []byte
+	bad error
 	err error
 }
 
-func (r *authorReader) varint() int64 {
+func (r *recReader) varint() int64 {
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
-		r.err, r.b = errAuthorRecord, nil
+		r.err, r.b = r.bad, nil
 		return 0
 	}
 	r.b = r.b[n:]
 	return v
 }
 
-func (r *authorReader) uvarint() uint64 {
+func (r *recReader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
-		r.err, r.b = errAuthorRecord, nil
+		r.err, r.b = r.bad, nil
 		return 0
 	}
 	r.b = r.b[n:]
 	return v
 }
 
-func (r *authorReader) time() time.Time {
+func (r *recReader) str() string {
+	n := r.uvarint()
+	if r.err == nil && n > uint64(len(r.b)) {
+		r.err, r.b = r.bad, nil
+	}
+	if r.err != nil {
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *recReader) time() time.Time {
 	ms := r.varint()
 	ns := r.varint()
 	return time.UnixMilli(ms).Add(time.Duration(ns)).UTC()

@@ -42,14 +42,10 @@ func decodeConversation(id string, raw []byte, c *Conversation) error {
 	if len(raw) == 0 || raw[0] != convFormat {
 		return errConvRecord
 	}
-	r := authorReader{b: raw[1:]}
+	r := recReader{b: raw[1:], bad: errConvRecord}
 	c.ConversationID = id
 	for _, s := range []*string{&c.Subject, &c.RootMessageID, &c.AuthorID, &c.Realm, &c.CID} {
-		n := r.uvarint()
-		if r.err != nil || n > uint64(len(r.b)) {
-			return errConvRecord
-		}
-		*s, r.b = string(r.b[:n]), r.b[n:]
+		*s = r.str()
 	}
 	c.CreatedAt = r.time()
 	c.UpdatedAt = r.time()
@@ -57,12 +53,9 @@ func decodeConversation(id string, raw []byte, c *Conversation) error {
 	c.CreatedSequence = r.uvarint()
 	c.LastSequence = r.uvarint()
 	if r.err == nil && len(r.b) != 0 {
-		return errConvRecord
+		r.err = errConvRecord
 	}
-	if r.err != nil {
-		return errConvRecord
-	}
-	return nil
+	return r.err
 }
 
 // readConversation reads conversation id into c; found is false when it

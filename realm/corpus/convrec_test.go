@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"context"
+	"errors"
 	"math/rand"
 	"testing"
 	"time"
@@ -121,5 +122,30 @@ func TestConversationRecordUpgrade(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBinaryRecordsCutShort: a binary author or conversation record cut at
+// any byte is refused with its error, never misread.
+func TestBinaryRecordsCutShort(t *testing.T) {
+	at := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
+	conv := encodeConversation(&Conversation{Subject: "subject", RootMessageID: "m1", AuthorID: "ainotes:a",
+		Realm: "ainotes", CID: "bafy", CreatedAt: at, UpdatedAt: at, MessageCount: 300, CreatedSequence: 7, LastSequence: 1 << 40})
+	author := encodeAuthor(&authorRec{AuthorID: "ainotes:a", Messages: 3, Conversations: 1, FirstSequence: 1,
+		LastSequence: 9, FirstActive: at, LastActive: at, Kinds: map[string]int{"post": 2, "question": 1}})
+	for n := range len(conv) {
+		var c Conversation
+		if err := decodeConversation("c1", conv[:n], &c); !errors.Is(err, errConvRecord) {
+			t.Fatalf("conversation cut at %d of %d: %v", n, len(conv), err)
+		}
+	}
+	for n := range len(author) {
+		if _, err := decodeAuthor("ainotes:a", author[:n]); !errors.Is(err, errAuthorRecord) {
+			t.Fatalf("author cut at %d of %d: %v", n, len(author), err)
+		}
+	}
+	var c Conversation
+	if err := decodeConversation("c1", append(conv, 0), &c); !errors.Is(err, errConvRecord) {
+		t.Fatalf("conversation with a trailing byte: %v", err)
 	}
 }
