@@ -141,17 +141,17 @@ func (s *Store) IngestDecoded(ctx context.Context, ev *protocol.Event, c cid.Cid
 		case ev.Seq > h.Seq+1:
 			return nil, fmt.Errorf("%w: %s seq %d, holding %d", ErrGap, ev.Realm, ev.Seq, h.Seq)
 		case ev.Seq <= h.Seq:
-			held, err := tx.Get(realmSeqKey(ev.Realm, ev.Seq))
+			held, err := tx.heldAt(ev.Realm, ev.Seq)
 			if err != nil {
-				return nil, fmt.Errorf("store: %s seq %d below head but missing: %w", ev.Realm, ev.Seq, err)
+				return nil, err
 			}
-			if bytes.Equal(held, c.Bytes()) {
+			if bytes.Equal(held.cid, c.Bytes()) {
 				return nil, ErrDuplicate
 			}
 			if err := verify(ev); err != nil {
 				return nil, err
 			}
-			prior, err := tx.eventByCIDBytes(held)
+			prior, err := decodeEventRecord(held.record)
 			if err != nil {
 				return nil, err
 			}
@@ -232,11 +232,11 @@ func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify fun
 		h := tx.head(realm)
 		i := 0
 		for ; i < len(evs) && evs[i].Seq <= h.Seq; i++ {
-			held, err := tx.Get(realmSeqKey(realm, evs[i].Seq))
+			held, err := tx.heldAt(realm, evs[i].Seq)
 			if err != nil {
-				return nil, fmt.Errorf("store: %s seq %d below head but missing: %w", realm, evs[i].Seq, err)
+				return nil, err
 			}
-			if bytes.Equal(held, cids[i].Bytes()) {
+			if bytes.Equal(held.cid, cids[i].Bytes()) {
 				continue
 			}
 			// The run is authenticated by its newest event, and this one
@@ -251,7 +251,7 @@ func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify fun
 					return nil, err
 				}
 			}
-			prior, err := tx.eventByCIDBytes(held)
+			prior, err := decodeEventRecord(held.record)
 			if err != nil {
 				return nil, err
 			}

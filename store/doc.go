@@ -32,10 +32,10 @@
 //
 // # Key layout
 //
-//	e/c/<cid bytes>              → node sequence (8 BE) ‖ raw signed event
-//	e/r/<realm>\x00<seq 8 BE>    → cid bytes          (a realm's chain)
-//	e/h/<realm>                  → seq (8 BE) ‖ cid   (its head)
-//	e/s/<sequence 8 BE>          → cid bytes          (arrival order)
+//	e/v/<realm>\x00<seq 8 BE>    → node sequence (8 BE) ‖ cid length (1) ‖ cid ‖ raw signed event
+//	e/i/<cid bytes>              → <realm>\x00<seq 8 BE>   (the event's place)
+//	e/h/<realm>                  → seq (8 BE) ‖ cid        (the realm's head)
+//	e/n/<sequence 8 BE>          → <realm>\x00<seq 8 BE>   (arrival order)
 //	m/schema                     → SchemaVersion (8 BE)
 //	m/seq                        → last node sequence (8 BE)
 //	m/id/<name>                  → last id handed out by Tx.NextID (8 BE)
@@ -47,8 +47,10 @@
 //
 // e/, m/ and x/ are written only by the store (Tx.Set refuses them with
 // ErrReservedKey); projector prefixes must lie under p/, so Rebuild can never
-// delete the log. Realm names never contain NUL, so e/r/<realm>\x00 is a
-// prefix of that realm's keys only.
+// delete the log. Realm names never contain NUL, so e/v/<realm>\x00 is a
+// prefix of that realm's keys only. A realm's chain is stored in seq order,
+// so a range of it (catch-up) is one scan; reading by CID or in arrival
+// order takes one more read, through the index.
 //
 // # Terminology
 //
@@ -82,7 +84,7 @@
 //   - Heads and the node sequence that Heads, Sequence and State report
 //     advance only after a successful commit, by the ops it held. The
 //     committer keeps its own copy, ahead of them by the batches in flight.
-//   - Sequence() = m/seq = the last e/s/ key; Open refuses a store where they
+//   - Sequence() = m/seq = the last e/n/ key; Open refuses a store where they
 //     disagree.
 //   - After a failed commit the store is failed: no op is ever committed
 //     again by this Store value.

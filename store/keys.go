@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/ipfs/go-cid"
@@ -12,10 +13,10 @@ import (
 
 // Key prefixes; doc.go describes the layout.
 var (
-	prefixEventByCID   = []byte("e/c/")
-	prefixRealmSeq     = []byte("e/r/")
+	prefixEvent        = []byte("e/v/")
+	prefixEventByCID   = []byte("e/i/")
 	prefixHead         = []byte("e/h/")
-	prefixSequence     = []byte("e/s/")
+	prefixSequence     = []byte("e/n/")
 	prefixID           = []byte("m/id/")
 	prefixEquivocation = []byte("x/eq/")
 
@@ -53,13 +54,20 @@ func join(parts ...[]byte) []byte {
 
 func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }
 
-func eventKey(c cid.Cid) []byte { return join(prefixEventByCID, c.Bytes()) }
+func cidKey(c cid.Cid) []byte { return join(prefixEventByCID, c.Bytes()) }
 
 // realmSeqPrefix ends in a NUL so that realm "a" is not a prefix of realm
 // "ab"; realm names never contain one.
-func realmSeqPrefix(realm string) []byte { return join(prefixRealmSeq, []byte(realm), []byte{0}) }
+func realmSeqPrefix(realm string) []byte { return join(prefixEvent, []byte(realm), []byte{0}) }
 
-func realmSeqKey(realm string, seq uint64) []byte { return join(realmSeqPrefix(realm), u64(seq)) }
+// eventKey is where the realm's event at seq is stored.
+func eventKey(realm string, seq uint64) []byte { return join(realmSeqPrefix(realm), u64(seq)) }
+
+// An event's place, realm NUL seq, is what the CID and arrival-order indexes
+// hold: its key without the prefix.
+func eventPlace(key []byte) []byte { return key[len(prefixEvent):] }
+
+func placeKey(place []byte) []byte { return join(prefixEvent, place) }
 
 func headKey(realm string) []byte { return join(prefixHead, []byte(realm)) }
 
@@ -71,21 +79,38 @@ func equivocationKey(realm string, seq uint64, c cid.Cid) []byte {
 	return join(prefixEquivocation, []byte(realm), []byte{0}, u64(seq), c.Bytes())
 }
 
-// An e/c/ value is the node sequence followed by the raw event, so one read
-// yields both.
-func encodeEventValue(seq uint64, raw []byte) []byte { return join(u64(seq), raw) }
+// An event record (e/v/) is the node sequence, the CID's length in one byte,
+// the CID and the raw signed event, so that one read, or one scan of a
+// realm's chain, yields all of them.
+func encodeEventRecord(seq uint64, c []byte, raw []byte) []byte {
+	return join(u64(seq), []byte{byte(len(c))}, c, raw)
+}
 
-func decodeEventValue(c cid.Cid, v []byte) (*StoredEvent, error) {
-	if len(v) < 8 {
-		return nil, fmt.Errorf("store: corrupt event record %s", c)
+// splitEventRecord returns an event record's parts without copying.
+func splitEventRecord(v []byte) (seq uint64, c, raw []byte, err error) {
+	if len(v) < 9 || len(v) < 9+int(v[8]) {
+		return 0, nil, nil, errors.New("store: corrupt event record")
 	}
-	raw := v[8:]
+	n := 9 + int(v[8])
+	return binary.BigEndian.Uint64(v), v[9:n], v[n:], nil
+}
+
+// decodeEventRecord decodes an event record, which it keeps.
+func decodeEventRecord(v []byte) (*StoredEvent, error) {
+	seq, cb, raw, err := splitEventRecord(v)
+	if err != nil {
+		return nil, err
+	}
+	c, err := cid.Cast(cb)
+	if err != nil {
+		return nil, fmt.Errorf("store: corrupt event record: %w", err)
+	}
 	var ev protocol.Event
 	// Stored bytes were checked on the way in; a strict decode is enough.
 	if err := protocol.UnmarshalStrict(raw, &ev); err != nil {
 		return nil, fmt.Errorf("store: corrupt event %s: %w", c, err)
 	}
-	return &StoredEvent{Event: &ev, CID: c, Raw: raw, Sequence: binary.BigEndian.Uint64(v)}, nil
+	return &StoredEvent{Event: &ev, CID: c, Raw: raw, Sequence: seq}, nil
 }
 
 func encodeHead(h protocol.Head) []byte { return join(u64(h.Seq), h.CID.Bytes()) }

@@ -51,7 +51,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 		if err := s.interrupted(ctx); err != nil {
 			return err
 		}
-		evs, err := s.scan(false, prefixSequence, after+1, s.cfg.MaxBatch)
+		evs, err := s.arrived(false, after+1, s.cfg.MaxBatch)
 		if err != nil {
 			return fmt.Errorf("store: rebuild: %w", err)
 		}

@@ -71,7 +71,7 @@ func (tx *Tx) EachEvent(after uint64, fn func(*StoredEvent) error) error {
 		if n <= after {
 			return nil
 		}
-		se, err := tx.eventByCIDBytes(v)
+		se, err := tx.eventAt(placeKey(v))
 		if err != nil {
 			return err
 		}

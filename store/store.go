@@ -29,7 +29,10 @@ import (
 //     binary or held in their change envelope. Every record of layout 1 is
 //     still read, so opening a store of layout 1 only marks it 2; older
 //     binaries then refuse it instead of misreading it.
-const SchemaVersion = 2
+//  3. Events stored by realm and seq, with the CID and arrival order as
+//     indexes of their place, so that a range of a chain is one scan.
+//     Open moves the events of an older store (migrate.go).
+const SchemaVersion = 3
 
 // Config configures a Store. Start from DefaultConfig.
 type Config struct {
@@ -227,20 +230,22 @@ func openBadger(cfg Config) (*badger.DB, error) {
 
 // load sets or checks the schema version and reads the heads and sequence.
 func (s *Store) load() error {
-	wrote := false
-	err := s.db.Update(func(txn *badger.Txn) error {
+	var (
+		version uint64
+		empty   bool
+	)
+	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(keySchema)
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):
 			it := txn.NewIterator(badger.IteratorOptions{})
 			it.Rewind()
-			empty := !it.Valid()
+			empty = !it.Valid()
 			it.Close()
 			if !empty {
 				return errors.New("store: directory holds data but no schema version: not a relay store")
 			}
-			wrote = true
-			return txn.Set(keySchema, u64(SchemaVersion))
+			return nil
 		case err != nil:
 			return err
 		}
@@ -248,24 +253,28 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
-		n, err := decodeU64(v)
-		if err != nil {
-			return err
-		}
-		if n > SchemaVersion {
-			return fmt.Errorf("store: schema version %d is newer than this binary's %d", n, SchemaVersion)
-		}
-		if n < SchemaVersion {
-			wrote = true
-			return txn.Set(keySchema, u64(SchemaVersion))
-		}
-		return nil
+		version, err = decodeU64(v)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	if wrote {
-		if err := s.syncDirect(); err != nil {
+	if version > SchemaVersion {
+		return fmt.Errorf("store: schema version %d is newer than this binary's %d", version, SchemaVersion)
+	}
+	if !empty && version < 3 {
+		moved, err := s.migrateEvents()
+		if err != nil {
+			return err
+		}
+		s.log.Info("store: moved the events to their layout by realm and seq", "events", moved, "from_schema", version)
+	}
+	if version < SchemaVersion {
+		err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(SchemaVersion)) })
+		if err == nil {
+			err = s.syncDirect()
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -281,7 +290,7 @@ func (s *Store) load() error {
 			}
 			s.seq.Store(n)
 		}
-		// The last e/s/ key was written in the same transaction as m/seq;
+		// The last e/n/ key was written in the same transaction as m/seq;
 		// disagreement means the store is damaged, not merely interrupted.
 		var last uint64
 		err := tx.Iterate(prefixSequence, true, func(k, _ []byte) error {
@@ -410,30 +419,51 @@ func (s *Store) EventByCID(c cid.Cid) (*StoredEvent, error) {
 }
 
 func (tx *Tx) eventByCID(c cid.Cid) (*StoredEvent, error) {
-	v, err := tx.Get(eventKey(c))
+	place, err := tx.Get(cidKey(c))
 	if err != nil {
 		return nil, err
 	}
-	return decodeEventValue(c, v)
+	se, err := tx.eventAt(placeKey(place))
+	if err != nil {
+		return nil, fmt.Errorf("store: %s indexed but unreadable: %w", c, err)
+	}
+	if !se.CID.Equals(c) {
+		return nil, fmt.Errorf("store: %s indexed at the place of %s", c, se.CID)
+	}
+	return se, nil
 }
 
-func (tx *Tx) eventByCIDBytes(b []byte) (*StoredEvent, error) {
-	c, err := cid.Cast(b)
+// heldEvent is the record of an event held below a realm's head, and its CID.
+type heldEvent struct{ cid, record []byte }
+
+// heldAt reads the realm's event at seq, which must be held.
+func (tx *Tx) heldAt(realm string, seq uint64) (heldEvent, error) {
+	v, err := tx.Get(eventKey(realm, seq))
 	if err != nil {
-		return nil, fmt.Errorf("store: corrupt cid: %w", err)
+		return heldEvent{}, fmt.Errorf("store: %s seq %d below head but missing: %w", realm, seq, err)
 	}
-	return tx.eventByCID(c)
+	_, c, _, err := splitEventRecord(v)
+	if err != nil {
+		return heldEvent{}, fmt.Errorf("store: %s seq %d: %w", realm, seq, err)
+	}
+	return heldEvent{c, v}, nil
+}
+
+// eventAt reads the event record under key.
+func (tx *Tx) eventAt(key []byte) (*StoredEvent, error) {
+	v, err := tx.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEventRecord(v)
 }
 
 // EventAt returns the realm's event at seq, or ErrNotFound.
 func (s *Store) EventAt(realm protocol.Realm, seq uint64) (*StoredEvent, error) {
 	var se *StoredEvent
 	err := s.View(func(tx *Tx) error {
-		b, err := tx.Get(realmSeqKey(string(realm), seq))
-		if err != nil {
-			return err
-		}
-		se, err = tx.eventByCIDBytes(b)
+		var err error
+		se, err = tx.eventAt(eventKey(string(realm), seq))
 		return err
 	})
 	return se, err
@@ -442,25 +472,32 @@ func (s *Store) EventAt(realm protocol.Realm, seq uint64) (*StoredEvent, error) 
 // Range returns the realm's events with seq >= from, ascending, at most
 // limit of them (limit <= 0: all).
 func (s *Store) Range(realm protocol.Realm, from uint64, limit int) ([]*StoredEvent, error) {
-	return s.scan(true, realmSeqPrefix(string(realm)), from, limit)
+	var out []*StoredEvent
+	err := s.View(func(tx *Tx) error {
+		return eachNumbered(tx, realmSeqPrefix(string(realm)), from, limit, func(v []byte) error {
+			se, err := decodeEventRecord(v)
+			if err == nil {
+				out = append(out, se)
+			}
+			return err
+		})
+	})
+	return out, err
 }
 
 // RangeRaw is Range for a caller that only passes the events on (catch-up
 // serving a peer): their canonical signed encodings, in seq order, not
-// decoded. A realm's chain is dense, so the i-th is at seq from+i.
+// decoded; one scan of the realm's chain. A realm's chain is dense, so the
+// i-th is at seq from+i.
 func (s *Store) RangeRaw(realm protocol.Realm, from uint64, limit int) ([][]byte, error) {
 	var out [][]byte
 	err := s.View(func(tx *Tx) error {
-		return eachIndexed(tx, realmSeqPrefix(string(realm)), from, limit, func(c []byte) error {
-			v, err := tx.Get(join(prefixEventByCID, c))
-			if err != nil {
-				return fmt.Errorf("store: %s seq %d indexed but missing: %w", realm, from+uint64(len(out)), err)
+		return eachNumbered(tx, realmSeqPrefix(string(realm)), from, limit, func(v []byte) error {
+			_, _, raw, err := splitEventRecord(v)
+			if err == nil {
+				out = append(out, raw)
 			}
-			if len(v) < 8 {
-				return fmt.Errorf("store: corrupt event record %x", c)
-			}
-			out = append(out, v[8:])
-			return nil
+			return err
 		})
 	})
 	return out, err
@@ -472,20 +509,20 @@ func (s *Store) Since(after uint64, limit int) ([]*StoredEvent, error) {
 	if after == ^uint64(0) {
 		return nil, nil
 	}
-	return s.scan(true, prefixSequence, after+1, limit)
+	return s.arrived(true, after+1, limit)
 }
 
-// scan reads the events an index of 8-byte big-endian numbers under
-// prefix → CID points to, starting at from (eachIndexed).
-func (s *Store) scan(enter bool, prefix []byte, from uint64, limit int) ([]*StoredEvent, error) {
+// arrived reads the events stored at node sequence from on, at most limit of
+// them, through the arrival-order index.
+func (s *Store) arrived(enter bool, from uint64, limit int) ([]*StoredEvent, error) {
 	var out []*StoredEvent
 	view := s.view
 	if enter {
 		view = s.View
 	}
 	err := view(func(tx *Tx) error {
-		return eachIndexed(tx, prefix, from, limit, func(c []byte) error {
-			se, err := tx.eventByCIDBytes(c)
+		return eachNumbered(tx, prefixSequence, from, limit, func(place []byte) error {
+			se, err := tx.eventAt(placeKey(place))
 			if err == nil {
 				out = append(out, se)
 			}
@@ -495,20 +532,20 @@ func (s *Store) scan(enter bool, prefix []byte, from uint64, limit int) ([]*Stor
 	return out, err
 }
 
-// eachIndexed calls fn with the CID bytes of each entry of an index of
+// eachNumbered calls fn with a copy of the value of each entry of an index of
 // 8-byte big-endian numbers under prefix, from the number from on, at most
 // limit of them (limit <= 0: all). Iterate has no seek, so this uses Badger
 // directly.
-func eachIndexed(tx *Tx, prefix []byte, from uint64, limit int, fn func(c []byte) error) error {
+func eachNumbered(tx *Tx, prefix []byte, from uint64, limit int, fn func(v []byte) error) error {
 	it := tx.txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 64})
 	defer it.Close()
 	n := 0
 	for it.Seek(join(prefix, u64(from))); it.ValidForPrefix(prefix) && (limit <= 0 || n < limit); it.Next() {
-		c, err := it.Item().ValueCopy(nil)
+		v, err := it.Item().ValueCopy(nil)
 		if err != nil {
 			return err
 		}
-		if err := fn(c); err != nil {
+		if err := fn(v); err != nil {
 			return err
 		}
 		n++

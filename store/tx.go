@@ -331,10 +331,11 @@ func (tx *Tx) appendEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 	}
 	tx.heads[ev.Realm] = h
 	cb := c.Bytes()
-	tx.put(eventKey(c), encodeEventValue(tx.seq, raw))
-	tx.put(realmSeqKey(ev.Realm, ev.Seq), cb)
+	key := eventKey(ev.Realm, ev.Seq)
+	tx.put(key, encodeEventRecord(tx.seq, cb, raw))
+	tx.put(cidKey(c), eventPlace(key))
 	tx.put(headKey(ev.Realm), encodeHead(h))
-	tx.put(sequenceKey(tx.seq), cb)
+	tx.put(sequenceKey(tx.seq), eventPlace(key))
 	tx.put(keySequence, u64(tx.seq))
 	for _, p := range tx.b.projectors {
 		if err := p.Apply(tx, se); err != nil {
