@@ -29,6 +29,9 @@ type op struct {
 	run       func(tx *Tx) (*StoredEvent, error)
 	exclusive func() error  // runs alone on the committer between batches (Rebuild)
 	done      chan opResult // buffered, so the committer never waits on a caller
+	// events is how many events the op may append, when more than one:
+	// its overlay is sized for them rather than grown write by write.
+	events int
 
 	tx  *Tx // set when the op is kept: its overlay goes to the writer
 	res opResult
@@ -38,6 +41,10 @@ type opResult struct {
 	ev  *StoredEvent
 	err error
 }
+
+// writesPerEvent is about how many keys appending an event writes: the
+// store's three (and the head and m/seq once an op) and a projector's few.
+const writesPerEvent = 10
 
 // keepWrites marks an op error whose writes must still commit: the evidence
 // of an equivocation outlives the refusal.
@@ -227,7 +234,7 @@ func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify fun
 		evs[i], cids[i], raws[i] = ev, d.CID, bytes.Clone(d.Raw)
 	}
 	added := 0
-	o := &op{run: func(tx *Tx) (*StoredEvent, error) {
+	o := &op{events: len(evs), run: func(tx *Tx) (*StoredEvent, error) {
 		realm := evs[0].Realm
 		h := tx.head(realm)
 		i := 0
@@ -585,7 +592,7 @@ func (c *committer) run(o *op) {
 	for _, p := range c.pending {
 		layers = append(layers, p.writes)
 	}
-	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, 8),
+	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, max(8, o.events*writesPerEvent)),
 		layers: append(layers, b.writes), c: c, b: b, seq: c.seq}
 	ev, err := c.s.runOp(o, tx)
 	b.ops = append(b.ops, o)
@@ -606,6 +613,9 @@ func (c *committer) run(o *op) {
 		return
 	}
 	o.tx = tx
+	if len(b.order) == 0 && len(tx.order) > 64 {
+		b.writes = make(map[string]write, len(tx.order)) // the op's layer was b's empty map
+	}
 	for _, k := range tx.order {
 		if _, ok := b.writes[k]; !ok {
 			b.order = append(b.order, k)

@@ -35,7 +35,7 @@ type Checked struct {
 // wait returns the op's result once its batch has committed. Calls from one
 // goroutine run in call order.
 func (s *Store) Restore(ctx context.Context, after uint64, evs []Checked) (wait func() error) {
-	o := &op{run: func(tx *Tx) (*StoredEvent, error) {
+	o := &op{events: len(evs), run: func(tx *Tx) (*StoredEvent, error) {
 		if tx.seq != after {
 			return nil, fmt.Errorf("%w: restore after sequence %d, the store is at %d", ErrSequence, after, tx.seq)
 		}
