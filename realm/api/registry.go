@@ -96,12 +96,15 @@ type Operation struct {
 	// result is JSON as it is.
 	Representations []string
 
+	// Input is fixed once the operation is added: the registry resolves and
+	// compiles it then.
 	Input  *jsonschema.Schema
 	Output *jsonschema.Schema
 	// Handle runs the operation. It never knows which transport called it.
 	Handle func(ctx context.Context, c *Call) (any, error)
 
 	input *jsonschema.Resolved
+	shape *shape // Input compiled for the registry's own check; nil: the validator alone
 }
 
 // ToolName is the operation's MCP tool name, "" when it has none.
@@ -215,6 +218,7 @@ func (r *Registry) Add(ops ...*Operation) {
 			panic("registry: " + op.Key + ": " + err.Error())
 		}
 		op.input = res
+		op.shape = compileShape(op.Input)
 		r.ops = append(r.ops, op)
 		r.byKey[op.Key] = op
 	}
@@ -289,6 +293,9 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		// An object first, but not as a whole (trailing data, a number
 		// beyond float64).
 		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", perr)
+	}
+	if op.shape != nil && op.shape.admits(plain) {
+		return args, nil
 	}
 	if err := op.input.Validate(plain); err != nil {
 		return nil, schemaRefusal(err)
