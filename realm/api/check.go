@@ -28,8 +28,11 @@ type shape struct {
 	items  *shape // nil: any items
 	// Bounds of a number; nil: none.
 	min, max, exclusiveMin, exclusiveMax *float64
-	// required are the properties an object must have (null counts).
-	required []string
+	// required are the properties an object must have (null counts);
+	// requiredBit numbers them for the scan of raw arguments, up to 64.
+	required    []string
+	requiredBit map[string]uint64
+	requiredAll uint64 // every bit of requiredBit
 }
 
 // jsonType is a set of JSON types as JSON Schema names them.
@@ -75,6 +78,16 @@ func compileShape(s *jsonschema.Schema) *shape {
 		}
 	}
 	sh := &shape{required: s.Required, min: s.Minimum, max: s.Maximum, exclusiveMin: s.ExclusiveMinimum, exclusiveMax: s.ExclusiveMaximum}
+	if len(s.Required) > 64 {
+		return nil
+	}
+	for i, name := range s.Required {
+		if sh.requiredBit == nil {
+			sh.requiredBit = make(map[string]uint64, len(s.Required))
+		}
+		sh.requiredBit[name] |= 1 << i
+		sh.requiredAll |= 1 << i
+	}
 	// As the validator: type wins over types, and a set but empty types
 	// admits nothing.
 	switch {

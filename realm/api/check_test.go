@@ -3,7 +3,9 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -81,16 +83,23 @@ func resolveSchema(t testing.TB, src string) (*jsonschema.Schema, *jsonschema.Re
 	return &s, res
 }
 
-// agree checks that sh admits v exactly when the validator finds v valid.
+// agree checks that sh admits v exactly when the validator finds v valid,
+// and that the scan of the raw arguments admits them only if they decode
+// into an object the validator finds valid.
 func agree(t testing.TB, sh *shape, res *jsonschema.Resolved, schema, instance string) {
 	t.Helper()
 	var v any
-	if json.Unmarshal([]byte(instance), &v) != nil || !isObject(v) {
-		return // refused before any schema check
+	derr := json.Unmarshal([]byte(instance), &v)
+	decoded := derr == nil && isObject(v)
+	var verr error
+	if decoded {
+		verr = res.Validate(v)
+		if got := sh.admits(v); got != (verr == nil) {
+			t.Errorf("schema %s, arguments %.200q: shape admits %v, validator says %v", schema, instance, got, verr)
+		}
 	}
-	err := res.Validate(v)
-	if got := sh.admits(v); got != (err == nil) {
-		t.Errorf("schema %s, arguments %.200q: shape admits %v, validator says %v", schema, instance, got, err)
+	if sh.admitsJSON([]byte(instance)) && (!decoded || verr != nil) {
+		t.Errorf("schema %s, arguments %.200q: the scan admits them, the decode says %v, the validator %v", schema, instance, derr, verr)
 	}
 }
 
@@ -155,17 +164,64 @@ func TestDefinedInputsHaveShapes(t *testing.T) {
 	}
 }
 
-// FuzzShape holds the test operation's shape to the validator on any
-// arguments.
+// scannedInputs are arguments the scan reads to the end and admits: the
+// common ones, which skip the decode.
+var scannedInputs = []string{
+	`{"id":"th_1"}`, ` {"id" : 12 } `, "{\n\t\"id\":\"a\"\r\n}", `{"id":-7,"n":0,"tags":[],"labels":{}}`,
+	`{"id":"th_0c9f7qz3k1m2","env":{"body":"bench note from agent 3, number 1742","kind":"note"}}`,
+	`{"id":"a","n":999999999999999,"ratio":-999999999999999}`,
+	`{"id":"caf\u00e9 \"quoted\" \\ \/ \b\f\n\r\t","tags":["\ud800","x"]}`, "{\"id\":\"\xff\xfe not UTF-8\"}",
+	`{"id":"a","id":"b"}`, `{"id":"a","raw":{"deep":[[[[]]]],"n":[1,-2,true,false,null,"s",{}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","from":{"extension":"w","identity":{"any":"thing"}},"provenance":{"k":[1,{"x":null}]}}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","claims":[{"statement":"s","evidence":[{"kind":"k","value":"v","note":"n"}]}]}}`,
+	`{"id":"a","tags":null,"raw":null}`,
+}
+
+// unscannedInputs are valid arguments the scan leaves to the decode.
+var unscannedInputs = []string{
+	`{"id":"a","n":1.0}`, `{"id":"a","n":1e2}`, `{"id":"a","n":1234567890123456}`, `{"id":"a","ratio":0.5}`,
+	`{"\u0069d":"a"}`, "{\"id\":\"a\",\"raw\":{\"\xc3\xa9\":1}}", `{"id":"a","raw":{"\n":1}}`,
+	`{"id":"a","raw":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`,
+}
+
+func TestScan(t *testing.T) {
+	op := validateOp()
+	NewRegistry().Add(op)
+	for _, in := range scannedInputs {
+		if !op.shape.admitsJSON([]byte(in)) {
+			t.Errorf("%.200q: not admitted by the scan", in)
+		}
+		agree(t, op.shape, op.input, "validateOp", in)
+	}
+	for _, in := range unscannedInputs {
+		var v any
+		if err := json.Unmarshal([]byte(in), &v); err != nil || op.input.Validate(v) != nil {
+			t.Errorf("%.200q: not valid arguments: %v", in, err)
+		}
+		if op.shape.admitsJSON([]byte(in)) {
+			t.Errorf("%.200q: admitted by the scan", in)
+		}
+	}
+}
+
+// FuzzShape holds the shapes to the validator, and the scan to the decode
+// and the validator, on any arguments.
 func FuzzShape(f *testing.F) {
-	for _, in := range append(shapeInstances, validateInputs...) {
+	for _, in := range append(append(append(shapeInstances, scannedInputs...), unscannedInputs...), validateInputs...) {
 		if len(in) < 1000 {
-			f.Add([]byte(in))
+			f.Add(uint8(0), []byte(in))
 		}
 	}
 	op := validateOp()
 	NewRegistry().Add(op)
-	f.Fuzz(func(t *testing.T, in []byte) {
-		agree(t, op.shape, op.input, "validateOp", string(in))
+	shapes := []*shape{op.shape}
+	resolved := []*jsonschema.Resolved{op.input}
+	for _, src := range shapeSchemas {
+		s, res := resolveSchema(f, src)
+		shapes, resolved = append(shapes, compileShape(s)), append(resolved, res)
+	}
+	f.Fuzz(func(t *testing.T, i uint8, in []byte) {
+		n := int(i) % len(shapes)
+		agree(t, shapes[n], resolved[n], fmt.Sprint("schema ", n), string(in))
 	})
 }

@@ -275,10 +275,14 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
 	}
+	// Nearly all arguments are read once, by the shape, and not decoded.
+	if op.shape != nil && op.shape.admitsJSON(args) {
+		return args, nil
+	}
 	// The validator wants float64 numbers, as encoding/json gives without
-	// UseNumber. Arguments that decode so into an object (nearly all) need
-	// no other decode; the rest take the checks below, in their order, so
-	// that each refusal stays what it was.
+	// UseNumber. Arguments that decode so into an object need no other
+	// decode; the rest take the checks below, in their order, so that each
+	// refusal stays what it was.
 	var plain any
 	if perr := json.Unmarshal(args, &plain); perr != nil || !isObject(plain) {
 		var inst any
