@@ -129,10 +129,47 @@ type Call struct {
 func (c *Call) Bind(v any) error {
 	dec := json.NewDecoder(bytes.NewReader(c.Args))
 	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
+	return bindRefusal(dec.Decode(v))
+}
+
+// bindPlain is Bind for a v that reaches no interface, over arguments that
+// are one JSON value, as Invoke hands them over. UseNumber, the one setting
+// of Bind's decoder, changes only what is decoded into an interface, and a
+// decoder reads the one value as Unmarshal does, with the same errors: so
+// Unmarshal decodes the same, without the decoder and its copy of the
+// arguments.
+func (c *Call) bindPlain(v any) error { return bindRefusal(json.Unmarshal(c.Args, v)) }
+
+func bindRefusal(err error) error {
+	if err != nil {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "arguments: %v", err).With("rule", "type")
 	}
 	return nil
+}
+
+// reachesInterface reports whether a value of type t can hold an interface
+// value that encoding/json fills: in a field, an element, a map's key or
+// value, at any depth.
+func reachesInterface(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false // already being looked at, further up
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return reachesInterface(t.Elem(), seen)
+	case reflect.Map:
+		return reachesInterface(t.Key(), seen) || reachesInterface(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if reachesInterface(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NoInput is the input of an operation that takes no arguments.
@@ -143,9 +180,13 @@ type NoInput struct{}
 func Handler[In, Out any](f func(ctx context.Context, c *Call, in In) (Out, error)) (func(context.Context, *Call) (any, error), *jsonschema.Schema, *jsonschema.Schema) {
 	in := mustSchema[In]()
 	out := mustSchema[Out]()
+	bind := (*Call).Bind
+	if !reachesInterface(reflect.TypeFor[In](), map[reflect.Type]bool{}) {
+		bind = (*Call).bindPlain
+	}
 	return func(ctx context.Context, c *Call) (any, error) {
 		var v In
-		if err := c.Bind(&v); err != nil {
+		if err := bind(c, &v); err != nil {
 			return nil, err
 		}
 		return f(ctx, c, v)
