@@ -263,6 +263,13 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The body could not be read.")
 		}
 		if len(bytes.TrimSpace(body)) > 0 {
+			// Most bodies are flat objects: written as the decode and
+			// marshal below would write them, without either.
+			if over, ok := overlayArgs(r, op); ok {
+				if b, ok := flatArgs(body, over); ok {
+					return b, nil
+				}
+			}
 			dec := json.NewDecoder(bytes.NewReader(body))
 			dec.UseNumber()
 			var obj any

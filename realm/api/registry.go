@@ -96,12 +96,15 @@ type Operation struct {
 	// result is JSON as it is.
 	Representations []string
 
+	// Input is fixed once the operation is added: the registry resolves and
+	// compiles it then.
 	Input  *jsonschema.Schema
 	Output *jsonschema.Schema
 	// Handle runs the operation. It never knows which transport called it.
 	Handle func(ctx context.Context, c *Call) (any, error)
 
 	input *jsonschema.Resolved
+	shape *shape // Input compiled for the registry's own check; nil: the validator alone
 }
 
 // ToolName is the operation's MCP tool name, "" when it has none.
@@ -126,10 +129,47 @@ type Call struct {
 func (c *Call) Bind(v any) error {
 	dec := json.NewDecoder(bytes.NewReader(c.Args))
 	dec.UseNumber()
-	if err := dec.Decode(v); err != nil {
+	return bindRefusal(dec.Decode(v))
+}
+
+// bindPlain is Bind for a v that reaches no interface, over arguments that
+// are one JSON value, as Invoke hands them over. UseNumber, the one setting
+// of Bind's decoder, changes only what is decoded into an interface, and a
+// decoder reads the one value as Unmarshal does, with the same errors: so
+// Unmarshal decodes the same, without the decoder and its copy of the
+// arguments.
+func (c *Call) bindPlain(v any) error { return bindRefusal(json.Unmarshal(c.Args, v)) }
+
+func bindRefusal(err error) error {
+	if err != nil {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "arguments: %v", err).With("rule", "type")
 	}
 	return nil
+}
+
+// reachesInterface reports whether a value of type t can hold an interface
+// value that encoding/json fills: in a field, an element, a map's key or
+// value, at any depth.
+func reachesInterface(t reflect.Type, seen map[reflect.Type]bool) bool {
+	if seen[t] {
+		return false // already being looked at, further up
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Interface:
+		return true
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return reachesInterface(t.Elem(), seen)
+	case reflect.Map:
+		return reachesInterface(t.Key(), seen) || reachesInterface(t.Elem(), seen)
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if reachesInterface(t.Field(i).Type, seen) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NoInput is the input of an operation that takes no arguments.
@@ -140,9 +180,13 @@ type NoInput struct{}
 func Handler[In, Out any](f func(ctx context.Context, c *Call, in In) (Out, error)) (func(context.Context, *Call) (any, error), *jsonschema.Schema, *jsonschema.Schema) {
 	in := mustSchema[In]()
 	out := mustSchema[Out]()
+	bind := (*Call).Bind
+	if !reachesInterface(reflect.TypeFor[In](), map[reflect.Type]bool{}) {
+		bind = (*Call).bindPlain
+	}
 	return func(ctx context.Context, c *Call) (any, error) {
 		var v In
-		if err := c.Bind(&v); err != nil {
+		if err := bind(c, &v); err != nil {
 			return nil, err
 		}
 		return f(ctx, c, v)
@@ -215,6 +259,7 @@ func (r *Registry) Add(ops ...*Operation) {
 			panic("registry: " + op.Key + ": " + err.Error())
 		}
 		op.input = res
+		op.shape = compileShape(op.Input)
 		r.ops = append(r.ops, op)
 		r.byKey[op.Key] = op
 	}
@@ -271,10 +316,14 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
 	}
+	// Nearly all arguments are read once, by the shape, and not decoded.
+	if op.shape != nil && op.shape.admitsJSON(args) {
+		return args, nil
+	}
 	// The validator wants float64 numbers, as encoding/json gives without
-	// UseNumber. Arguments that decode so into an object (nearly all) need
-	// no other decode; the rest take the checks below, in their order, so
-	// that each refusal stays what it was.
+	// UseNumber. Arguments that decode so into an object need no other
+	// decode; the rest take the checks below, in their order, so that each
+	// refusal stays what it was.
 	var plain any
 	if perr := json.Unmarshal(args, &plain); perr != nil || !isObject(plain) {
 		var inst any
@@ -289,6 +338,9 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		// An object first, but not as a whole (trailing data, a number
 		// beyond float64).
 		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", perr)
+	}
+	if op.shape != nil && op.shape.admits(plain) {
+		return args, nil
 	}
 	if err := op.input.Validate(plain); err != nil {
 		return nil, schemaRefusal(err)

@@ -5,8 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"relay/protocol"
 )
@@ -42,37 +48,130 @@ var validateInputs = []string{
 	`{"id":"th_1"}`, `{"id":12}`, `{"id":12.5}`, `{"id":1e400}`, `{"id":-1e400}`, `{"id":"th_1","n":1e400}`,
 	`{"id":null}`, `{"id":true}`, `{"id":"th_1","extra":1}`, `{"n":3}`, `{"id":"x","n":"3"}`, `{"id":"x","n":3}`,
 	`{"id":"a","id":"b"}`, `{"id":"\ud800"}`, "{\"id\":\"\xff\"}", `{"id":"th_1","tags":["a",1]}`,
+	// Numbers: integers as the validator counts them (no fraction), and
+	// beyond what an int holds.
+	`{"id":"x","n":3.0}`, `{"id":"x","n":3e2}`, `{"id":"x","n":-0}`, `{"id":"x","n":1e300}`, `{"id":"x","n":0.5e1}`,
+	`{"id":"x","ratio":1}`, `{"id":"x","ratio":1.5}`, `{"id":"x","ratio":"1"}`,
+	// Duplicate keys: the last one counts, for the validator as for the
+	// typed decode.
+	`{"id":"a","n":"x","n":1}`, `{"id":"a","n":1,"n":"x"}`, `{"id":1,"id":null}`, `{"id":"a","extra":1,"extra":2}`,
+	// Keys that are escaped, or not UTF-8.
+	`{"\u0069d":"a"}`, `{"id":"a","\u006e":1}`, "{\"id\":\"a\",\"\xff\":1}", `{"id":"a","":1}`,
+	// Nested objects and arrays: required, closed, null, wrong types.
+	`{"id":"a","env":{"kind":"note","body":"b"}}`, `{"id":"a","env":{"kind":"note"}}`, `{"id":"a","env":null}`,
+	`{"id":"a","env":{"kind":"note","body":"b","bogus":1}}`, `{"id":"a","env":{"kind":"note","body":"b","provenance":{"k":[1,{"x":null}]}}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","provenance":[]}}`, `{"id":"a","env":{"kind":"note","body":"b","provenance":null}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","evidence":[{"kind":"url","value":"v"}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","evidence":[{"kind":"url"}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","evidence":[{"kind":"url","value":"v","x":1}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","evidence":[null]}}`, `{"id":"a","env":{"kind":"note","body":"b","evidence":{}}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","claims":[{"statement":"s","evidence":[{"kind":"k","value":"v"}]}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","claims":[{"statement":"s","evidence":[{"kind":"k","value":2}]}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","from":{"extension":"w","identity":{"any":"thing"}}}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","from":{"extension":1}}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","author_kind":[1,2,{}],"created_at":null}}`,
+	`{"id":"a","raw":{"deep":[[[[]]]]}}`, `{"id":"a","raw":null}`, `{"id":"a","labels":{"x":"y"}}`, `{"id":"a","labels":{"x":1}}`,
+	`{"id":"a","labels":null}`, `{"id":"a","labels":[]}`, `{"id":"a","tags":null}`, `{"id":"a","tags":{}}`,
+	// Deep nesting, under a field that takes any value and under one that
+	// does not.
+	`{"id":"a","raw":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`,
+	`{"id":"a","raw":` + strings.Repeat(`{"a":`, 5000) + `1` + strings.Repeat("}", 5000) + `}`,
+	`{"id":` + strings.Repeat("[", 20000) + strings.Repeat("]", 20000) + `}`,
+	`{"id":"a","raw":` + strings.Repeat("[", 20000) + strings.Repeat("]", 19999) + `}`,
 }
 
 type validateIn struct {
-	ID   protocol.KeyRef `json:"id"`
-	N    int             `json:"n,omitempty"`
-	Tags []string        `json:"tags,omitempty"`
+	ID     protocol.KeyRef    `json:"id"`
+	N      int                `json:"n,omitempty"`
+	Ratio  float64            `json:"ratio,omitempty"`
+	Tags   []string           `json:"tags,omitempty"`
+	Env    *protocol.Envelope `json:"env,omitempty"`
+	Raw    json.RawMessage    `json:"raw,omitempty"`
+	Labels map[string]string  `json:"labels,omitempty"`
 }
 
-// The one-decode validate refuses exactly what, and as, the two-decode one
-// did, and passes the same arguments on.
-func TestValidateRefusesAsBefore(t *testing.T) {
+// validateOp is an operation whose input uses every keyword the shapes
+// know: loosened and any-value properties as the forum's operations have,
+// a nested envelope with required fields and closed objects, a map, arrays.
+func validateOp() *Operation {
 	op := Define("post_things", http.MethodPost, "/api/v1/things", "test", Public,
 		func(context.Context, *Call, validateIn) (struct{}, error) { return struct{}{}, nil })
-	r := NewRegistry()
-	r.Add(op)
+	op.Input.Properties["id"].Type, op.Input.Properties["id"].Types = "", []string{"string", "integer"}
+	op.Input.Properties["env"].Properties["author_kind"] = &jsonschema.Schema{Description: "ignored"}
+	return op
+}
+
+// The one-decode validate, with the registry's own check before the
+// validator, refuses exactly what, and as, the two-decode one did, and
+// passes the same arguments on.
+func TestValidateRefusesAsBefore(t *testing.T) {
+	r, op := validateRegistry(t)
 	for _, in := range validateInputs {
-		got, gerr := r.validate(op, json.RawMessage(in))
-		want, werr := validateBefore(op, json.RawMessage(in))
-		var gref, wref *protocol.Refusal
-		errors.As(gerr, &gref)
-		errors.As(werr, &wref)
-		switch {
-		case (gerr == nil) != (werr == nil):
-			t.Errorf("%q: error %v, before %v", in, gerr, werr)
-		case gerr != nil && (gref == nil || wref == nil || gref.Reason != wref.Reason || gref.Message != wref.Message ||
-			!equalDetails(gref.Details, wref.Details)):
-			t.Errorf("%q: refused %+v, before %+v", in, gref, wref)
-		case !bytes.Equal(got, want):
-			t.Errorf("%q: passes %s on, before %s", in, got, want)
+		sameAsBefore(t, r, op, in)
+	}
+}
+
+// FuzzValidate holds validate to the two-decode one on any arguments.
+func FuzzValidate(f *testing.F) {
+	for _, in := range append(shapeInstances, validateInputs...) {
+		if len(in) < 1000 {
+			f.Add([]byte(in))
 		}
 	}
+	r, op := validateRegistry(f)
+	f.Fuzz(func(t *testing.T, in []byte) { sameAsBefore(t, r, op, string(in)) })
+}
+
+func validateRegistry(t testing.TB) (*Registry, *Operation) {
+	op := validateOp()
+	r := NewRegistry()
+	r.Add(op)
+	if op.shape == nil {
+		t.Fatal("the test operation's input compiles to no shape: the registry's own check is not exercised")
+	}
+	return r, op
+}
+
+func sameAsBefore(t testing.TB, r *Registry, op *Operation, in string) {
+	t.Helper()
+	got, gerr := r.validate(op, json.RawMessage(in))
+	want, werr := validateBefore(op, json.RawMessage(in))
+	var gref, wref *protocol.Refusal
+	errors.As(gerr, &gref)
+	errors.As(werr, &wref)
+	switch {
+	case (gerr == nil) != (werr == nil):
+		t.Errorf("%.200q: error %v, before %v", in, gerr, werr)
+	case gerr != nil && (gref == nil || wref == nil || gref.Reason != wref.Reason ||
+		unordered(gref.Message) != unordered(wref.Message) || !equalDetails(unorderedDetails(gref), unorderedDetails(wref))):
+		t.Errorf("%.200q: refused %+v, before %+v", in, gref, wref)
+	case !bytes.Equal(got, want):
+		t.Errorf("%.200q: passes %s on, before %s", in, got, want)
+	}
+}
+
+var additionalList = regexp.MustCompile(`unexpected additional properties \[(.*)\]`)
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// unordered sorts the unknown fields a refusal lists: the validator lists
+// them in map order, which differs from one call to the next.
+func unordered(msg string) string {
+	return additionalList.ReplaceAllStringFunc(msg, func(m string) string {
+		fields := quoted.FindAllString(m, -1)
+		slices.Sort(fields)
+		return "unexpected additional properties [" + strings.Join(fields, " ") + "]"
+	})
+}
+
+// unorderedDetails is a refusal's details without the unknown field it
+// names, one of those its message lists, in map order too.
+func unorderedDetails(ref *protocol.Refusal) map[string]any {
+	if ref.Details["rule"] != "unknown_field" {
+		return ref.Details
+	}
+	d := maps.Clone(ref.Details)
+	delete(d, "field")
+	return d
 }
 
 func equalDetails(a, b map[string]any) bool {

@@ -1,0 +1,125 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"testing"
+
+	"relay/protocol"
+)
+
+// plainIn reaches no interface: Handler binds it with Unmarshal.
+type plainIn struct {
+	ID     protocol.KeyRef   `json:"id"`
+	N      int               `json:"n,omitempty"`
+	U      uint8             `json:"u,omitempty"`
+	F      float64           `json:"f,omitempty"`
+	S      *string           `json:"s,omitempty"`
+	Tags   []string          `json:"tags,omitempty"`
+	Raw    json.RawMessage   `json:"raw,omitempty"`
+	Counts map[string]int    `json:"counts,omitempty"`
+	Kinds  *[]string         `json:"kinds,omitempty"`
+	Sub    *plainSub         `json:"sub,omitempty"`
+	Subs   []plainSub        `json:"subs,omitempty"`
+	Refs   []protocol.KeyRef `json:"refs,omitempty"`
+	Num    json.Number       `json:"num,omitempty"`
+}
+
+type plainSub struct {
+	K string    `json:"k"`
+	V int       `json:"v,omitempty"`
+	R *plainSub `json:"r,omitempty"`
+}
+
+type reachTest struct {
+	name string
+	t    reflect.Type
+	want bool
+}
+
+var reachTests = []reachTest{
+	{"plain", reflect.TypeFor[plainIn](), false},
+	{"cycle", reflect.TypeFor[plainSub](), false},
+	{"no input", reflect.TypeFor[NoInput](), false},
+	{"any", reflect.TypeFor[any](), true},
+	{"map value", reflect.TypeFor[map[string]any](), true},
+	{"envelope's provenance", reflect.TypeFor[protocol.Envelope](), true},
+	{"deep in a pointer to a slice", reflect.TypeFor[struct {
+		A *[]struct{ B [1]map[string]error }
+	}](), true},
+	{"unexported field", reflect.TypeFor[struct{ a any }](), true},
+	{"validateIn", reflect.TypeFor[validateIn](), true},
+}
+
+func TestReachesInterface(t *testing.T) {
+	for _, tc := range reachTests {
+		if got := reachesInterface(tc.t, map[reflect.Type]bool{}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// bindInputs are arguments, each one JSON object as Invoke hands them over,
+// that decode or fail to decode into plainIn in every way.
+var bindInputs = []string{
+	`{}`, `{"id":"th_1"}`, `{"id":12}`, `{"id":-1}`, `{"id":1.5}`, `{"id":null}`, `{"id":true}`, `{"id":{}}`,
+	`{"n":1e300}`, `{"n":1.5}`, `{"n":"1"}`, `{"n":-9223372036854775809}`, `{"n":9223372036854775807}`,
+	`{"u":256}`, `{"u":-1}`, `{"u":255}`, `{"f":1e400}`, `{"f":-0}`, `{"f":"x"}`,
+	`{"s":null}`, `{"s":"x"}`, `{"s":1}`, `{"tags":["a",1,"b"]}`, `{"tags":"a"}`, `{"tags":null}`,
+	`{"raw":{"a":[1,2,{"b":null}]}}`, `{"raw":null}`, `{"raw":1e400}`, `{"counts":{"a":1,"b":"x"}}`, `{"counts":[]}`,
+	`{"kinds":[]}`, `{"kinds":null}`, `{"sub":{"k":"x","r":{"k":"y","v":"z"}}}`, `{"subs":[{"k":1},{"v":2}]}`,
+	`{"refs":[1,"a",-2]}`, `{"num":12.5e3}`, `{"num":"12"}`, `{"num":"x"}`,
+	// Several errors: the first in the text is the one reported.
+	`{"n":"x","u":-1,"id":-1}`, `{"id":-1,"n":"x"}`, `{"tags":[1],"n":"x"}`,
+	// Duplicates, escapes, text that is not UTF-8, unknown fields, case.
+	`{"n":"x","n":1}`, `{"n":1,"n":"x"}`, `{"\u0069d":"a"}`, `{"ID":"upper"}`, `{"Id":1,"id":2}`, `{"other":[1,{}]}`,
+	"{\"id\":\"\xff\\ud800\"}", ` {"id":"a"} `,
+}
+
+func bindBoth(args string) (plainIn, error, plainIn, error) {
+	c := &Call{Args: json.RawMessage(args)}
+	var a, b plainIn
+	errA := c.Bind(&a)
+	errB := c.bindPlain(&b)
+	return a, errA, b, errB
+}
+
+func sameBind(t testing.TB, args string) {
+	t.Helper()
+	a, errA, b, errB := bindBoth(args)
+	if fmt.Sprint(errA) != fmt.Sprint(errB) || !reflect.DeepEqual(a, b) {
+		t.Errorf("%.200q: decoder %+v, %v; Unmarshal %+v, %v", args, a, errA, b, errB)
+	}
+	var refA, refB *protocol.Refusal
+	if errA != nil && (!asRefusal(errA, &refA) || !asRefusal(errB, &refB) || !equalDetails(refA.Details, refB.Details) || refA.Reason != refB.Reason) {
+		t.Errorf("%.200q: refused %+v, before %+v", args, refB, refA)
+	}
+}
+
+func asRefusal(err error, ref **protocol.Refusal) bool {
+	r, ok := err.(*protocol.Refusal)
+	*ref = r
+	return ok
+}
+
+// Unmarshal binds an input that reaches no interface exactly as the
+// decoder with UseNumber does: the same value, the same refusal.
+func TestBindPlainAsDecoder(t *testing.T) {
+	for _, in := range bindInputs {
+		sameBind(t, in)
+	}
+}
+
+// FuzzBind holds the two binds to each other on any one JSON value.
+func FuzzBind(f *testing.F) {
+	for _, in := range bindInputs {
+		f.Add([]byte(in))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			return // Invoke hands over one JSON value, or refuses
+		}
+		sameBind(t, string(in))
+	})
+}

@@ -1,0 +1,259 @@
+package api
+
+// admitsJSON reports whether the raw arguments b certainly pass both
+// checks validate makes of them after its first: that encoding/json decodes
+// them, as one JSON object, into an any, and that the shape admits what it
+// decodes. It reads b once and allocates nothing, where the decode builds
+// a map and a string for every field.
+//
+// It answers yes only for what it reads as encoding/json does, and no to
+// everything else — keys with escapes or bytes beyond ASCII, numbers with
+// a fraction, an exponent or more than 15 digits, nesting deeper than
+// maxScanDepth — which then takes the decode: a no is never a refusal.
+// Duplicate keys pass only if every occurrence passes, so whichever one the
+// decode keeps, the shape admits it.
+func (sh *shape) admitsJSON(b []byte) bool {
+	sc := scan{b: b}
+	sc.space()
+	if sc.i == len(sc.b) || sc.b[sc.i] != '{' || !sc.value(sh, 0) {
+		return false
+	}
+	sc.space()
+	return sc.i == len(sc.b)
+}
+
+// maxScanDepth bounds the scan's recursion; encoding/json allows 10,000.
+const maxScanDepth = 64
+
+// scan is a read of raw arguments; a nil shape admits any value.
+type scan struct {
+	b []byte
+	i int
+}
+
+func (sc *scan) space() {
+	for sc.i < len(sc.b) {
+		switch sc.b[sc.i] {
+		case ' ', '\t', '\n', '\r':
+			sc.i++
+		default:
+			return
+		}
+	}
+}
+
+// is reports whether the shape sh admits type t.
+func is(sh *shape, t jsonType) bool { return sh == nil || !sh.typed || sh.types&t != 0 }
+
+func (sc *scan) value(sh *shape, depth int) bool {
+	if sc.i >= len(sc.b) {
+		return false
+	}
+	switch c := sc.b[sc.i]; {
+	case c == '{':
+		return is(sh, typeObject) && depth < maxScanDepth && sc.object(sh, depth+1)
+	case c == '[':
+		return is(sh, typeArray) && depth < maxScanDepth && sc.array(sh, depth+1)
+	case c == '"':
+		return is(sh, typeString) && sc.str()
+	case c == 't':
+		return is(sh, typeBoolean) && sc.literal("true")
+	case c == 'f':
+		return is(sh, typeBoolean) && sc.literal("false")
+	case c == 'n':
+		return is(sh, typeNull) && sc.literal("null")
+	case c == '-' || '0' <= c && c <= '9':
+		return sc.integer(sh)
+	}
+	return false
+}
+
+func (sc *scan) literal(lit string) bool {
+	if len(sc.b)-sc.i < len(lit) || string(sc.b[sc.i:sc.i+len(lit)]) != lit {
+		return false
+	}
+	sc.i += len(lit)
+	return true
+}
+
+// integer reads a number with no fraction or exponent and at most 15
+// digits, which a float64 holds exactly: anything else is left to the
+// decode. What follows it is the caller's to check, so "01" and "1x" fail
+// there.
+func (sc *scan) integer(sh *shape) bool {
+	neg := sc.b[sc.i] == '-'
+	if neg {
+		sc.i++
+	}
+	start := sc.i
+	var n int64
+	for sc.i < len(sc.b) && '0' <= sc.b[sc.i] && sc.b[sc.i] <= '9' {
+		n = n*10 + int64(sc.b[sc.i]-'0')
+		sc.i++
+	}
+	digits := sc.i - start
+	if digits == 0 || digits > 15 || digits > 1 && sc.b[start] == '0' {
+		return false
+	}
+	if sc.i < len(sc.b) {
+		if c := sc.b[sc.i]; c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	if !is(sh, typeInteger) {
+		return false
+	}
+	if sh == nil {
+		return true
+	}
+	if neg {
+		n = -n
+	}
+	return sh.admits(float64(n))
+}
+
+// str reads a string as encoding/json's scanner does: no control
+// characters, only JSON's escapes; bytes that are not UTF-8 are decoded
+// (to U+FFFD), not refused.
+func (sc *scan) str() bool {
+	sc.i++ // the opening quote
+	for sc.i < len(sc.b) {
+		c := sc.b[sc.i]
+		switch {
+		case c == '"':
+			sc.i++
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			if sc.i+1 >= len(sc.b) {
+				return false
+			}
+			switch sc.b[sc.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				sc.i += 2
+			case 'u':
+				if len(sc.b)-sc.i < 6 {
+					return false
+				}
+				for _, h := range sc.b[sc.i+2 : sc.i+6] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return false
+					}
+				}
+				sc.i += 6
+			default:
+				return false
+			}
+		default:
+			sc.i++
+		}
+	}
+	return false
+}
+
+// key reads an object's key that needs no decoding: printable ASCII
+// without escapes.
+func (sc *scan) key() ([]byte, bool) {
+	sc.i++ // the opening quote
+	start := sc.i
+	for sc.i < len(sc.b) {
+		c := sc.b[sc.i]
+		switch {
+		case c == '"':
+			sc.i++
+			return sc.b[start : sc.i-1], true
+		case c < 0x20 || c == '\\' || c >= 0x80:
+			return nil, false
+		}
+		sc.i++
+	}
+	return nil, false
+}
+
+func (sc *scan) object(sh *shape, depth int) bool {
+	sc.i++ // {
+	sc.space()
+	if sc.i < len(sc.b) && sc.b[sc.i] == '}' {
+		sc.i++
+		return sh == nil || sh.requiredAll == 0
+	}
+	var seen uint64
+	for {
+		if sc.i >= len(sc.b) || sc.b[sc.i] != '"' {
+			return false
+		}
+		k, ok := sc.key()
+		if !ok {
+			return false
+		}
+		sc.space()
+		if sc.i >= len(sc.b) || sc.b[sc.i] != ':' {
+			return false
+		}
+		sc.i++
+		sc.space()
+		var sub *shape
+		if sh != nil {
+			if p, ok := sh.props[string(k)]; ok {
+				sub = p
+			} else if sh.closed {
+				return false
+			} else {
+				sub = sh.extra
+			}
+			if sh.requiredAll != 0 {
+				seen |= sh.requiredBit[string(k)]
+			}
+		}
+		if !sc.value(sub, depth) {
+			return false
+		}
+		sc.space()
+		if sc.i >= len(sc.b) {
+			return false
+		}
+		switch sc.b[sc.i] {
+		case ',':
+			sc.i++
+			sc.space()
+		case '}':
+			sc.i++
+			return sh == nil || seen == sh.requiredAll
+		default:
+			return false
+		}
+	}
+}
+
+func (sc *scan) array(sh *shape, depth int) bool {
+	sc.i++ // [
+	sc.space()
+	if sc.i < len(sc.b) && sc.b[sc.i] == ']' {
+		sc.i++
+		return true
+	}
+	var item *shape
+	if sh != nil {
+		item = sh.items
+	}
+	for {
+		if !sc.value(item, depth) {
+			return false
+		}
+		sc.space()
+		if sc.i >= len(sc.b) {
+			return false
+		}
+		switch sc.b[sc.i] {
+		case ',':
+			sc.i++
+			sc.space()
+		case ']':
+			sc.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
