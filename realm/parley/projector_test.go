@@ -1,0 +1,248 @@
+package parley
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+// chainWriter signs one realm's events with a fixed key and clock, so that
+// their CIDs, and every record made from them, are the same on every run.
+type chainWriter struct {
+	tb    testing.TB
+	st    *store.Store
+	realm string
+	key   ed25519.PrivateKey
+	seq   uint64
+	prev  cid.Cid
+	at    int64
+}
+
+func newChainWriter(tb testing.TB, st *store.Store, realm string, seed byte) *chainWriter {
+	return &chainWriter{tb: tb, st: st, realm: realm, key: ed25519.NewKeyFromSeed(bytes.Repeat([]byte{seed}, 32)),
+		at: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli() + int64(seed)*7}
+}
+
+// sign makes the realm's next event without storing it.
+func (c *chainWriter) sign(typ, author string, data any) ([]byte, cid.Cid) {
+	c.tb.Helper()
+	b, err := protocol.EncodeData(data)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	c.seq++
+	ev := &protocol.Event{Realm: c.realm, Seq: c.seq, Type: typ, At: c.at, Author: c.realm + ":" + author, Data: b}
+	if c.seq > 1 {
+		ev.Prev = protocol.Link{Cid: c.prev}
+	}
+	raw, id, err := ev.Sign(c.key)
+	if err != nil {
+		c.tb.Fatal(err)
+	}
+	c.prev = id
+	c.at += 1234 // a time with milliseconds: the records keep them
+	return raw, id
+}
+
+func (c *chainWriter) ingest(raw []byte) {
+	c.tb.Helper()
+	if _, err := c.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err != nil {
+		c.tb.Fatal(err)
+	}
+}
+
+// emit signs and stores the realm's next event.
+func (c *chainWriter) emit(typ, author string, data any) cid.Cid {
+	c.tb.Helper()
+	raw, id := c.sign(typ, author, data)
+	c.ingest(raw)
+	return id
+}
+
+// newFixedService is newTestService with a fixed key and clock, so that
+// the events it authors are the same on every run.
+func newFixedService(tb testing.TB) *Service {
+	tb.Helper()
+	cfg := store.DefaultConfig("")
+	cfg.InMemory = true
+	cfg.Realm = testRealm
+	cfg.Key = ed25519.NewKeyFromSeed(bytes.Repeat([]byte{1}, 32))
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	at := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	cfg.Now = func() time.Time { at = at.Add(1001 * time.Millisecond); return at } // on the committer only
+	st, err := store.Open(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	s := New(st, Config{Realm: testRealm, Logger: cfg.Logger})
+	if err := s.Bootstrap(context.Background(), "test:human"); err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// projectionScenario runs every kind of event the projector folds: local
+// posts (the poster hands the projector its thread), a thread of another
+// realm caught up from its chain, with claims refuted, superseded, attested
+// and sealed, state changes, pins and moderation, and replies from a third
+// realm decided after and before they arrive.
+func projectionScenario(t *testing.T, s *Service) {
+	ctx := context.Background()
+	alice, bob := agent(t, "alice"), agent(t, "bob")
+	opened, err := s.post(ctx, alice, "lobby", &protocol.Envelope{Kind: protocol.ActAsk, Body: "Where does the time go?\nIn the committer."}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := protocol.KeyRef(opened.Thread.ID)
+	for i, step := range []struct {
+		p   string
+		env protocol.Envelope
+	}{
+		{"bob", protocol.Envelope{Kind: protocol.ActNote, Body: "A first note.", Parent: protocol.KeyRef(opened.Message.ID), From: &protocol.From{Extension: "worker-2"}}},
+		{"bob", protocol.Envelope{Kind: protocol.ActNote, Body: "A second note by the same author."}},
+		{"alice", protocol.Envelope{Kind: protocol.ActRequest, Body: "Back to the <author> & co."}},
+		{"bob", protocol.Envelope{Kind: protocol.ActAnswer, Body: "In the JSON.", Claims: []protocol.ClaimInput{{Statement: "encoding costs µs"}}}},
+		{"alice", protocol.Envelope{Kind: protocol.ActNote, Body: "Thanks."}},
+	} {
+		p := alice
+		if step.p == "bob" {
+			p = bob
+		}
+		env := step.env
+		env.Thread = th
+		if _, err := s.post(ctx, p, "", &env, ""); err != nil {
+			t.Fatalf("local step %d: %v", i, err)
+		}
+	}
+	if _, err := s.post(ctx, bob, "lobby", &protocol.Envelope{Kind: protocol.ActNote, Body: "Another thread."}, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	alpha := newChainWriter(t, s.st, "alpha", 2)
+	beta := newChainWriter(t, s.st, "beta", 3)
+	ev := []protocol.Evidence{{Kind: "url", Value: "https://example.org/a?b=1&c=<2>", Note: "seen"}}
+	alpha.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General", Description: "Alpha's board"})
+	alpha.emit(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Is the cache right?\nSecond line.", AuthorKind: "llm"})
+	alpha.emit(evMessagePosted, "bob", messageData{Thread: "th_1", N: 2, Parent: "msg_1", Kind: "note", Body: "Yes.", Extension: "w1", AuthorKind: "llm"})
+	alpha.emit(evMessagePosted, "bob", messageData{Thread: "th_1", N: 3, Kind: "request", Body: "Again, by the same author.", AuthorKind: "llm"})
+	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_1", N: 4, Parent: "msg_3", Kind: "answer", Body: "Two claims.", AuthorKind: "user",
+		Provenance: map[string]any{"model": "m", "n": uint64(3)}, Evidence: ev,
+		Claims: []claimData{{N: 1, Statement: "one", Evidence: ev}, {N: 2, Statement: "two"}},
+		Change: &protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginUser, Confirmed: true}})
+	alpha.emit(evMessagePosted, "carol", messageData{Thread: "th_1", N: 5, Kind: "refute", Body: "Not one.", AuthorKind: "llm", Refutes: []string{"cl_1"}, Evidence: ev})
+	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_1", N: 6, Kind: "refine", Body: "Two, better.", AuthorKind: "user",
+		RelatesTo: []string{"cl_2", "msg_2"}, Claims: []claimData{{N: 3, Statement: "two, refined"}}})
+	alpha.emit(evClaimAttested, "bob", attestData{Claim: "cl_3", Verdict: "supports", Note: "checked", Extension: "w1"})
+	alpha.emit(evClaimSealed, "human", sealData{Claim: "cl_3"})
+	alpha.emit(evThreadState, "human", stateData{Thread: "th_1", Via: "close", Note: "done",
+		Change: protocol.Change{To: protocol.StateClosed, Origin: protocol.OriginUser, Confirmed: true, Before: protocol.StateAnswered}})
+	alpha.emit(evThreadPinned, "human", pinData{Thread: "th_1", Pinned: true})
+	alpha.emit(evThreadModerat, "human", moderateData{Thread: "th_1", LLMReplyForbidden: true})
+	alpha.emit(evThreadState, "human", stateData{Thread: "th_1", Via: "reopen",
+		Change: protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM}})
+	alpha.emit(evThreadState, "human", stateData{Thread: "th_1", Via: "confirm",
+		Change: protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM, Confirmed: true}})
+	alpha.emit(evThreadOpened, "bob", messageData{Thread: "th_2", Board: 1, N: 7, Kind: "propose", Body: "A second thread", AuthorKind: "llm"})
+	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_2", N: 8, Kind: "note", Body: "Joined.", AuthorKind: "llm"})
+
+	// beta's replies into alpha's thread: one decided after it arrives,
+	// one refused and one accepted before they arrive, one left pending.
+	r1 := beta.emit(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Parent: "alpha:msg_4", Kind: "note", Body: "From beta.", AuthorKind: "llm"})
+	alpha.emit(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: r1.String()})
+	raw2, r2 := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 2, Kind: "note", Body: "Refused first.", AuthorKind: "llm"})
+	raw3, r3 := beta.sign(evMessagePosted, "erin", messageData{Thread: "alpha:th_1", N: 3, Kind: "decide", Body: "Accepted first.", AuthorKind: "llm"})
+	alpha.emit(evReplyRefused, "dan", decisionData{Thread: "th_1", Message: "beta:msg_2", CID: r2.String(), Reason: "thread_closed", Error: "closed"})
+	alpha.emit(evReplyAccepted, "erin", decisionData{Thread: "th_1", Message: "beta:msg_3", CID: r3.String(),
+		Change: &protocol.Change{To: protocol.StateDecided, Origin: protocol.OriginLLM}})
+	beta.ingest(raw2)
+	beta.ingest(raw3)
+	beta.emit(evMessagePosted, "dan", messageData{Thread: "alpha:th_2", N: 4, Kind: "note", Body: "Pending.", AuthorKind: "llm"})
+	alpha.emit(evMessagePosted, "dan", messageData{Thread: "th_2", N: 9, Kind: "note", Body: "A newcomer to th_2.", AuthorKind: "llm"})
+}
+
+// dumpProjection lists every record of the forum, key and value.
+func dumpProjection(t *testing.T, st *store.Store) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	err := st.View(func(tx *store.Tx) error {
+		for _, pfx := range [][]byte{pfxAll, []byte("l/pa/")} {
+			if err := tx.Iterate(pfx, false, func(k, v []byte) error {
+				fmt.Fprintf(&out, "%q\n\t%q\n", k, v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// The projector writes exactly the records it wrote when the golden file
+// was made, byte for byte, for every kind of event; and a rebuild from the
+// log writes them again. A change to what the projector stores, or how it
+// encodes it, fails here: stored records must stay readable as they are.
+func TestProjectionGolden(t *testing.T) {
+	s := newFixedService(t)
+	projectionScenario(t, s)
+	got := dumpProjection(t, s.st)
+	golden := filepath.Join("testdata", "projection.golden")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the projection differs from %s (go test -run TestProjectionGolden -update to rewrite it):\n%s", golden, firstDiff(got, want))
+	}
+	if err := s.st.Rebuild(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if again := dumpProjection(t, s.st); !bytes.Equal(again, want) {
+		t.Fatalf("the projection after a rebuild differs from %s:\n%s", golden, firstDiff(again, want))
+	}
+}
+
+// firstDiff shows the first line where got and want part.
+func firstDiff(got, want []byte) string {
+	g, w := bytes.Split(got, []byte("\n")), bytes.Split(want, []byte("\n"))
+	for i := 0; i < len(g) || i < len(w); i++ {
+		var gl, wl []byte
+		if i < len(g) {
+			gl = g[i]
+		}
+		if i < len(w) {
+			wl = w[i]
+		}
+		if !bytes.Equal(gl, wl) {
+			return fmt.Sprintf("line %d:\ngot:  %s\nwant: %s", i+1, gl, wl)
+		}
+	}
+	return "(same lines)"
+}
