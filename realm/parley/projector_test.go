@@ -246,3 +246,70 @@ func firstDiff(got, want []byte) string {
 	}
 	return "(same lines)"
 }
+
+// participationTests are who writes a thread's messages, in turn; the
+// participation index must list each of them once, however the turns go.
+var participationTests = []struct {
+	name    string
+	authors []string
+}{
+	{"one", []string{"alice"}},
+	{"same author again", []string{"alice", "alice", "alice"}},
+	{"turns", []string{"alice", "bob", "alice", "bob"}},
+	{"back after others", []string{"bob", "bob", "carol", "alice", "bob"}},
+	{"new every time", []string{"bob", "carol", "dan"}},
+}
+
+// The participation index holds every author of a thread's messages, the
+// opener included, whether or not their key was written again (join skips
+// it when the thread's last message was theirs already), and only them.
+func TestParticipationIndexed(t *testing.T) {
+	for _, tt := range participationTests {
+		t.Run(tt.name, func(t *testing.T) {
+			i := 0
+			f := newCatchUpFeed(t, func(int) string { a := tt.authors[i%len(tt.authors)]; i++; return a })
+			for range tt.authors {
+				f.ingest(f.next(1))
+			}
+			want := map[string]bool{"peer:alice": true} // the opener
+			for _, a := range tt.authors {
+				want["peer:"+a] = true
+			}
+			got := map[string]bool{}
+			err := f.s.st.View(func(tx *store.Tx) error {
+				return tx.Iterate(pfxPart, false, func(k, _ []byte) error {
+					who, thread, _ := bytes.Cut(k[len(pfxPart):], []byte{0})
+					if tid := decodeRid(thread); tid != (rid{"peer", 1}) {
+						t.Errorf("key %q: thread %v", k, tid)
+					}
+					got[string(who)] = true
+					return nil
+				})
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("participants %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// The key builders write what key() writes from the parts.
+func TestKeyBuilders(t *testing.T) {
+	c := fakeEventCID(7)
+	for _, tt := range []struct {
+		got, want []byte
+	}{
+		{ridKey(pfxThread, rid{"alpha", 12}), key(pfxThread, rid{"alpha", 12}.bytes())},
+		{ridKey(pfxThreadMs, rid{"", 1 << 40}, 99), key(pfxThreadMs, rid{"", 1 << 40}.bytes(), u64(99))},
+		{ridKey(pfxThreadCl, rid{"a:b", 3}, 5, 0), key(pfxThreadCl, rid{"a:b", 3}.bytes(), u64(5), u64(0))},
+		{cidKey(c), key(pfxCID, c.Bytes())},
+		{rid{"realm", 258}.bytes(), []byte("realm\x00\x00\x00\x00\x00\x00\x00\x01\x02")},
+	} {
+		if !bytes.Equal(tt.got, tt.want) {
+			t.Errorf("%q, want %q", tt.got, tt.want)
+		}
+	}
+}
