@@ -51,21 +51,13 @@ type write struct {
 
 // Get returns a copy of the value stored under key, or ErrNotFound.
 func (tx *Tx) Get(key []byte) ([]byte, error) {
-	w, ok := tx.writes[string(key)]
-	for i := len(tx.layers) - 1; !ok && i >= 0; i-- {
-		w, ok = tx.layers[i][string(key)]
-	}
-	if !ok && tx.c != nil {
-		if w, ok = tx.c.recent.get(string(key)); ok && verifyRecent {
-			if err := tx.checkRecent(key, w); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if ok {
-		if w.del {
-			return nil, ErrNotFound
-		}
+	w, ok, err := tx.unflushed(key)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok && w.del:
+		return nil, ErrNotFound
+	case ok:
 		return bytes.Clone(w.val), nil
 	}
 	item, err := tx.txn.Get(key)
@@ -76,6 +68,47 @@ func (tx *Tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	return item.ValueCopy(nil)
+}
+
+// Peek calls fn with the value stored under key and returns what fn
+// returns, or ErrNotFound without calling fn. It is Get without the copy,
+// for a reader that only looks (compares, decodes): fn must not change val
+// nor keep it once it returns.
+func (tx *Tx) Peek(key []byte, fn func(val []byte) error) error {
+	w, ok, err := tx.unflushed(key)
+	switch {
+	case err != nil:
+		return err
+	case ok && w.del:
+		return ErrNotFound
+	case ok:
+		return fn(w.val)
+	}
+	item, err := tx.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return item.Value(fn)
+}
+
+// unflushed finds the newest write to key that txn may not hold: the op's
+// own, then earlier ops' not yet committed, then recently committed ones.
+func (tx *Tx) unflushed(key []byte) (w write, ok bool, err error) {
+	w, ok = tx.writes[string(key)]
+	for i := len(tx.layers) - 1; !ok && i >= 0; i-- {
+		w, ok = tx.layers[i][string(key)]
+	}
+	if !ok && tx.c != nil {
+		if w, ok = tx.c.recent.get(string(key)); ok && verifyRecent {
+			if err := tx.checkRecent(key, w); err != nil {
+				return write{}, false, err
+			}
+		}
+	}
+	return w, ok, nil
 }
 
 // verifyRecent makes every hit of the committer's cache of committed writes
@@ -127,6 +160,18 @@ func (tx *Tx) Set(key, val []byte) error {
 		return err
 	}
 	tx.put(key, bytes.Clone(val))
+	return nil
+}
+
+// SetOwned is Set of a value its caller hands over, built for this write:
+// the store keeps val itself rather than a copy, so val must not change
+// afterwards. A caller that keeps val too (a cache of what it wrote) saves
+// a copy of every record.
+func (tx *Tx) SetOwned(key, val []byte) error {
+	if err := tx.checkWrite(key); err != nil {
+		return err
+	}
+	tx.put(key, val)
 	return nil
 }
 

@@ -74,13 +74,15 @@ func (c *recordCache[T]) set(tx *store.Tx, k []byte, v *T) error {
 }
 
 // setAs writes rec at k through tx and keeps v, which must be what the
-// record's JSON decodes to as a T, for it.
+// record's JSON decodes to as a T, for it. The store and the cache share
+// one copy of the bytes: neither changes them.
 func (c *recordCache[T]) setAs(tx *store.Tx, k []byte, rec any, v T) error {
 	return withRecordJSON(rec, func(b []byte) error {
-		if err := tx.Set(k, b); err != nil {
+		raw := bytes.Clone(b)
+		if err := tx.SetOwned(k, raw); err != nil {
 			return err
 		}
-		c.Keep(k, bytes.Clone(b), v)
+		c.Keep(k, raw, v)
 		return nil
 	})
 }
