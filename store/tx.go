@@ -42,6 +42,9 @@ type Tx struct {
 	seq   uint64
 	heads map[string]protocol.Head
 	added []*StoredEvent // events the op appended, in order
+
+	finally []func(ok bool) error  // see Finally
+	first   [1]func(ok bool) error // finally's first, without an allocation
 }
 
 type write struct {
@@ -173,6 +176,34 @@ func (tx *Tx) SetOwned(key, val []byte) error {
 	}
 	tx.put(key, val)
 	return nil
+}
+
+// Finally registers fn to run once the op's function, and the projectors
+// of the events it appended, have returned. ok says whether the op's
+// writes are to be kept: fn may then still write through tx, and its error
+// fails the op. Without ok (the op failed, or an earlier fn did) fn only
+// lets go of what it holds. A projector that changes one record for many
+// events of an op (a catch-up run, a restore) writes it once there.
+// Functions run in the order registered, on the committer.
+func (tx *Tx) Finally(fn func(ok bool) error) {
+	if tx.finally == nil {
+		tx.finally = tx.first[:0]
+	}
+	tx.finally = append(tx.finally, fn)
+}
+
+// end runs the op's Finally functions, each once, even if one panics (the
+// caller's recover then runs the rest without ok).
+func (tx *Tx) end(ok bool) error {
+	var first error
+	for len(tx.finally) > 0 {
+		fn := tx.finally[0]
+		tx.finally = tx.finally[1:]
+		if err := fn(ok && first == nil); err != nil && ok && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Delete removes key when the op succeeds.

@@ -109,13 +109,14 @@ func (p *apply) resolve(kind protocol.KeyKind, s string) (rid, error) {
 
 func (p *apply) board(d boardData) error {
 	b := Board{ID: d.ID, Slug: d.Slug, Name: d.Name, Description: d.Description, Realm: string(p.realm), CID: p.cid, Creator: p.author(), CreatedAt: p.at}
-	if err := p.r.boards.set(p.tx, key(pfxBoard, b.id().bytes()), &b); err != nil {
-		return err
-	}
+	p.r.changed(p.tx).setBoard(b, nil)
 	return p.tx.Set(slugKey(p.realm, d.Slug), u64(d.ID))
 }
 
 func (p *apply) loadThread(id rid) (*threadRec, error) {
+	if t, ok := p.r.changed(p.tx).thread(id); ok {
+		return &t, nil
+	}
 	var t threadRec
 	ok, err := p.r.threads.Get(p.tx, ridKey(pfxThread, id), &t)
 	if err != nil {
@@ -128,13 +129,18 @@ func (p *apply) loadThread(id rid) (*threadRec, error) {
 }
 
 // saveThread stores t and moves the board's counters by what changed since
-// old (nil for a new thread).
+// old (nil for a new thread). Both records are written when the op ends
+// (opChanges), once however many of its events change them.
 func (p *apply) saveThread(t *threadRec, old *threadRec) error {
-	var b Board
-	bk := ridKey(pfxBoard, t.board())
-	ok, err := p.r.boards.Get(p.tx, bk, &b)
-	if err != nil {
-		return err
+	c := p.r.changed(p.tx)
+	b, ok := c.board(t.board())
+	var bk []byte
+	if !ok {
+		bk = ridKey(pfxBoard, t.board())
+		var err error
+		if ok, err = p.r.boards.Get(p.tx, bk, &b); err != nil {
+			return err
+		}
 	}
 	if ok {
 		if old == nil {
@@ -143,11 +149,10 @@ func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 		b.Waiting += boolDelta(old != nil && old.waiting(), t.waiting())
 		b.Open += boolDelta(old != nil && isOpen(old.State.State), isOpen(t.State.State))
 		b.Messages += t.Messages - oldMessages(old)
-		if err := p.r.boards.set(p.tx, bk, &b); err != nil {
-			return err
-		}
+		c.setBoard(b, bk)
 	}
-	return p.r.threads.set(p.tx, ridKey(pfxThread, t.id()), t)
+	c.setThread(t)
+	return nil
 }
 
 func oldMessages(t *threadRec) int {
