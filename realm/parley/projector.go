@@ -20,7 +20,7 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // thread's realm, and a claim is sealed only by its own realm.
 func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
-	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: se.CID.String()}
+	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: protocol.CIDString(se.CID)}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
