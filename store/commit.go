@@ -572,8 +572,17 @@ func (s *Store) runOp(o *op, tx *Tx) (ev *StoredEvent, err error) {
 			s.log.Error("store: op panicked", "panic", r, "stack", string(debug.Stack()))
 			ev, err = nil, fmt.Errorf("store: panic: %v", r)
 		}
+		if err != nil {
+			tx.end(false) // what is left of them
+		}
 	}()
-	return o.run(tx)
+	ev, err = o.run(tx)
+	if k := (keepWrites{}); err == nil || errors.As(err, &k) {
+		if ferr := tx.end(true); ferr != nil {
+			return nil, ferr
+		}
+	}
+	return ev, err
 }
 
 // run runs one op into the current batch and keeps its overlay if it

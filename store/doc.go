@@ -127,6 +127,13 @@
 //     its log holds, each transaction all or none.
 //   - Errors that keep writes. Ingest of an equivocation returns
 //     ErrEquivocation yet commits the evidence (keepWrites).
+//   - An op's end. Tx.Finally functions run once the op's function and its
+//     projectors returned, before the op's writes join the batch: with ok
+//     (and may still write) when they are to be kept, without when the op
+//     failed or panicked. A projector that rewrites one record for every
+//     event of an op (Parley's threads and boards) writes it there once;
+//     until then it must serve that record to itself from memory, as the
+//     transaction holds it as before the op.
 //   - Acks. Every op of a batch, failed ones included, is answered by the
 //     writer after the commit of its batch (and so of every batch before),
 //     so a refusal never reports state that did not become durable.

@@ -42,6 +42,9 @@ type Tx struct {
 	seq   uint64
 	heads map[string]protocol.Head
 	added []*StoredEvent // events the op appended, in order
+
+	finally []func(ok bool) error  // see Finally
+	first   [1]func(ok bool) error // finally's first, without an allocation
 }
 
 type write struct {
@@ -51,21 +54,13 @@ type write struct {
 
 // Get returns a copy of the value stored under key, or ErrNotFound.
 func (tx *Tx) Get(key []byte) ([]byte, error) {
-	w, ok := tx.writes[string(key)]
-	for i := len(tx.layers) - 1; !ok && i >= 0; i-- {
-		w, ok = tx.layers[i][string(key)]
-	}
-	if !ok && tx.c != nil {
-		if w, ok = tx.c.recent.get(string(key)); ok && verifyRecent {
-			if err := tx.checkRecent(key, w); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if ok {
-		if w.del {
-			return nil, ErrNotFound
-		}
+	w, ok, err := tx.unflushed(key)
+	switch {
+	case err != nil:
+		return nil, err
+	case ok && w.del:
+		return nil, ErrNotFound
+	case ok:
 		return bytes.Clone(w.val), nil
 	}
 	item, err := tx.txn.Get(key)
@@ -76,6 +71,47 @@ func (tx *Tx) Get(key []byte) ([]byte, error) {
 		return nil, err
 	}
 	return item.ValueCopy(nil)
+}
+
+// Peek calls fn with the value stored under key and returns what fn
+// returns, or ErrNotFound without calling fn. It is Get without the copy,
+// for a reader that only looks (compares, decodes): fn must not change val
+// nor keep it once it returns.
+func (tx *Tx) Peek(key []byte, fn func(val []byte) error) error {
+	w, ok, err := tx.unflushed(key)
+	switch {
+	case err != nil:
+		return err
+	case ok && w.del:
+		return ErrNotFound
+	case ok:
+		return fn(w.val)
+	}
+	item, err := tx.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return item.Value(fn)
+}
+
+// unflushed finds the newest write to key that txn may not hold: the op's
+// own, then earlier ops' not yet committed, then recently committed ones.
+func (tx *Tx) unflushed(key []byte) (w write, ok bool, err error) {
+	w, ok = tx.writes[string(key)]
+	for i := len(tx.layers) - 1; !ok && i >= 0; i-- {
+		w, ok = tx.layers[i][string(key)]
+	}
+	if !ok && tx.c != nil {
+		if w, ok = tx.c.recent.get(string(key)); ok && verifyRecent {
+			if err := tx.checkRecent(key, w); err != nil {
+				return write{}, false, err
+			}
+		}
+	}
+	return w, ok, nil
 }
 
 // verifyRecent makes every hit of the committer's cache of committed writes
@@ -128,6 +164,46 @@ func (tx *Tx) Set(key, val []byte) error {
 	}
 	tx.put(key, bytes.Clone(val))
 	return nil
+}
+
+// SetOwned is Set of a value its caller hands over, built for this write:
+// the store keeps val itself rather than a copy, so val must not change
+// afterwards. A caller that keeps val too (a cache of what it wrote) saves
+// a copy of every record.
+func (tx *Tx) SetOwned(key, val []byte) error {
+	if err := tx.checkWrite(key); err != nil {
+		return err
+	}
+	tx.put(key, val)
+	return nil
+}
+
+// Finally registers fn to run once the op's function, and the projectors
+// of the events it appended, have returned. ok says whether the op's
+// writes are to be kept: fn may then still write through tx, and its error
+// fails the op. Without ok (the op failed, or an earlier fn did) fn only
+// lets go of what it holds. A projector that changes one record for many
+// events of an op (a catch-up run, a restore) writes it once there.
+// Functions run in the order registered, on the committer.
+func (tx *Tx) Finally(fn func(ok bool) error) {
+	if tx.finally == nil {
+		tx.finally = tx.first[:0]
+	}
+	tx.finally = append(tx.finally, fn)
+}
+
+// end runs the op's Finally functions, each once, even if one panics (the
+// caller's recover then runs the rest without ok).
+func (tx *Tx) end(ok bool) error {
+	var first error
+	for len(tx.finally) > 0 {
+		fn := tx.finally[0]
+		tx.finally = tx.finally[1:]
+		if err := fn(ok && first == nil); err != nil && ok && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // Delete removes key when the op succeeds.

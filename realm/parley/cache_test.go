@@ -101,6 +101,9 @@ func TestFailedPostLeavesNoStaleRecord(t *testing.T) {
 	if got := readBoard(t, s); got.Messages != before.Messages+1 {
 		t.Fatalf("the board shows %d messages, want %d", got.Messages, before.Messages+1)
 	}
+	if n := len(s.recs.ops); n != 0 {
+		t.Fatalf("%d ops' changes still held after their ops ended", n)
+	}
 }
 
 // An op that writes a thread through the cache and then fails does not

@@ -25,6 +25,14 @@
 //     the bytes the op's transaction reads; the records a post writes are
 //     encoded by hand (records_json.go); and a post is answered from the
 //     records its op wrote, not read back.
+//   - Threads and boards are written once per op, when it ends
+//     (opChanges in cache.go, store.Tx.Finally): a catch-up run changes
+//     them with every event. Inside the op, the projector reads them from
+//     opChanges (loadThread, saveThread), never from the transaction,
+//     which still holds them as before the op.
+//   - The participation index (p/pa/pt/) is written when an author joins
+//     a thread whose last message was not theirs; when it was, the key
+//     exists already.
 //
 // # Keys
 //

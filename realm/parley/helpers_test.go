@@ -15,8 +15,9 @@ import (
 const testRealm = protocol.Realm("test")
 
 // newTestService runs the forum on a real in-memory store, bootstrapped
-// with its lobby.
-func newTestService(tb testing.TB) *Service {
+// with its lobby. around, when given, is called with the store before and
+// after the forum registers its projector.
+func newTestService(tb testing.TB, around ...func(*store.Store)) *Service {
 	tb.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
@@ -32,7 +33,13 @@ func newTestService(tb testing.TB) *Service {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
+	if len(around) == 2 {
+		around[0](st)
+	}
 	s := New(st, Config{Realm: testRealm, Logger: cfg.Logger})
+	if len(around) == 2 {
+		around[1](st)
+	}
 	if err := s.Bootstrap(context.Background(), "test:human"); err != nil {
 		tb.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"relay/protocol"
+	"relay/store"
 	"relay/testnet/cputime"
 )
 
@@ -14,7 +15,8 @@ import (
 // GOMAXPROCS, each into its own thread: the durable-post path of the forum
 // without a transport. note posts bare notes; reply answers the thread's
 // opening message from an extension, as agents do. cpu-µs/op is the CPU
-// the process spent per post, whatever else runs on the machine.
+// the process spent per post, whatever else runs on the machine;
+// projector-cpu-ns/op the CPU of the forum's projector per post.
 func BenchmarkPost(b *testing.B) {
 	b.Run("note", func(b *testing.B) { benchmarkPost(b, false) })
 	b.Run("reply", func(b *testing.B) { benchmarkPost(b, true) })
@@ -23,14 +25,19 @@ func BenchmarkPost(b *testing.B) {
 func benchmarkPost(b *testing.B, reply bool) {
 	defer func(v bool) { verifyCache = v }(verifyCache)
 	verifyCache = false // it measures the cache, not its checks
-	s := newTestService(b)
+	sw := &stopwatch{}
+	s := newTestService(b, func(st *store.Store) { st.Register(sw) }, func(st *store.Store) { st.Register(sw.stop()) })
 	ctx := context.Background()
 	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(16)
 	b.ResetTimer()
+	sw.total, sw.n = 0, 0
 	cpu := cputime.Now()
-	defer func() { b.ReportMetric(float64((cputime.Now()-cpu).Microseconds())/float64(b.N), "cpu-µs/op") }()
+	defer func() {
+		b.ReportMetric(float64((cputime.Now()-cpu).Microseconds())/float64(b.N), "cpu-µs/op")
+		b.ReportMetric(sw.perEvent(), "projector-cpu-ns/op")
+	}()
 	b.RunParallel(func(pb *testing.PB) {
 		i := next.Add(1)
 		p := agent(b, fmt.Sprintf("bench-%d", i))

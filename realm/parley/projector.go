@@ -20,7 +20,7 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // thread's realm, and a claim is sealed only by its own realm.
 func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
-	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: se.CID.String()}
+	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: protocol.CIDString(se.CID)}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
@@ -109,15 +109,16 @@ func (p *apply) resolve(kind protocol.KeyKind, s string) (rid, error) {
 
 func (p *apply) board(d boardData) error {
 	b := Board{ID: d.ID, Slug: d.Slug, Name: d.Name, Description: d.Description, Realm: string(p.realm), CID: p.cid, Creator: p.author(), CreatedAt: p.at}
-	if err := p.r.boards.set(p.tx, key(pfxBoard, b.id().bytes()), &b); err != nil {
-		return err
-	}
+	p.r.changed(p.tx).setBoard(b, nil)
 	return p.tx.Set(slugKey(p.realm, d.Slug), u64(d.ID))
 }
 
 func (p *apply) loadThread(id rid) (*threadRec, error) {
+	if t, ok := p.r.changed(p.tx).thread(id); ok {
+		return &t, nil
+	}
 	var t threadRec
-	ok, err := p.r.threads.Get(p.tx, key(pfxThread, id.bytes()), &t)
+	ok, err := p.r.threads.Get(p.tx, ridKey(pfxThread, id), &t)
 	if err != nil {
 		return nil, err
 	}
@@ -128,13 +129,18 @@ func (p *apply) loadThread(id rid) (*threadRec, error) {
 }
 
 // saveThread stores t and moves the board's counters by what changed since
-// old (nil for a new thread).
+// old (nil for a new thread). Both records are written when the op ends
+// (opChanges), once however many of its events change them.
 func (p *apply) saveThread(t *threadRec, old *threadRec) error {
-	var b Board
-	bk := key(pfxBoard, t.board().bytes())
-	ok, err := p.r.boards.Get(p.tx, bk, &b)
-	if err != nil {
-		return err
+	c := p.r.changed(p.tx)
+	b, ok := c.board(t.board())
+	var bk []byte
+	if !ok {
+		bk = ridKey(pfxBoard, t.board())
+		var err error
+		if ok, err = p.r.boards.Get(p.tx, bk, &b); err != nil {
+			return err
+		}
 	}
 	if ok {
 		if old == nil {
@@ -143,11 +149,10 @@ func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 		b.Waiting += boolDelta(old != nil && old.waiting(), t.waiting())
 		b.Open += boolDelta(old != nil && isOpen(old.State.State), isOpen(t.State.State))
 		b.Messages += t.Messages - oldMessages(old)
-		if err := p.r.boards.set(p.tx, bk, &b); err != nil {
-			return err
-		}
+		c.setBoard(b, bk)
 	}
-	return p.r.threads.set(p.tx, key(pfxThread, t.id().bytes()), t)
+	c.setThread(t)
+	return nil
 }
 
 func oldMessages(t *threadRec) int {
@@ -195,7 +200,7 @@ func (p *apply) message(d messageData, opened bool) error {
 		m.Claims = append(m.Claims, cid)
 		cl := claimRec{Realm: p.realm, N: c.N, CID: p.cid, Thread: tid, Message: mid, Statement: c.Statement, Evidence: c.Evidence,
 			State: protocol.ClaimUnverified, Author: p.author(), Attestations: []attestation{}, CreatedAt: p.at, UpdatedAt: p.at}
-		if err := putJSON(p.tx, key(pfxClaim, cid.bytes()), &cl); err != nil {
+		if err := putJSON(p.tx, ridKey(pfxClaim, cid), &cl); err != nil {
 			return err
 		}
 	}
@@ -206,7 +211,12 @@ func (p *apply) message(d messageData, opened bool) error {
 		}
 		m.Refutes = append(m.Refutes, cid)
 	}
-	if err := putJSON(p.tx, key(pfxCID, p.se.CID.Bytes()), &cidRef{Kind: protocol.KeyMessage, ID: mid}); err != nil {
+	// The event's CID names its message, or the thread it opens.
+	ref := cidRef{Kind: protocol.KeyMessage, ID: mid}
+	if opened {
+		ref = cidRef{Kind: protocol.KeyThread, ID: tid}
+	}
+	if err := putJSON(p.tx, cidKey(p.se.CID), &ref); err != nil {
 		return err
 	}
 	if !opened && tid.Realm != p.realm {
@@ -218,9 +228,6 @@ func (p *apply) message(d messageData, opened bool) error {
 		t = &threadRec{Realm: tid.Realm, N: tid.N, CID: p.cid, Board: d.Board, Title: title(d.Body), Creator: p.author(),
 			CreatedAt: p.at, State: born, Settled: born, StateAt: p.at}
 		if err := p.tx.Set(key(pfxBoardTh, t.board().bytes(), tid.bytes()), nil); err != nil {
-			return err
-		}
-		if err := putJSON(p.tx, key(pfxCID, p.se.CID.Bytes()), &cidRef{Kind: protocol.KeyThread, ID: tid}); err != nil {
 			return err
 		}
 	} else {
@@ -242,7 +249,7 @@ func (p *apply) message(d messageData, opened bool) error {
 func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) error {
 	tid, mid := t.id(), rid{m.Realm, m.N}
 	for i, c := range m.Claims {
-		if err := p.tx.Set(key(pfxThreadCl, tid.bytes(), u64(p.se.Sequence), u64(uint64(i))), c.bytes()); err != nil {
+		if err := p.tx.Set(ridKey(pfxThreadCl, tid, p.se.Sequence, uint64(i)), c.bytes()); err != nil {
 			return err
 		}
 	}
@@ -278,13 +285,13 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 			}
 		}
 	}
-	if err := p.r.heads.setAs(p.tx, key(pfxMessage, mid.bytes()), m, headOf(m)); err != nil {
+	if err := p.r.heads.setAs(p.tx, ridKey(pfxMessage, mid), m, headOf(m)); err != nil {
 		return err
 	}
-	if err := p.tx.Set(key(pfxThreadMs, tid.bytes(), u64(p.se.Sequence)), mid.bytes()); err != nil {
+	if err := p.tx.Set(ridKey(pfxThreadMs, tid, p.se.Sequence), mid.bytes()); err != nil {
 		return err
 	}
-	if err := p.tx.Set(key(pfxPart, []byte(m.Identity), []byte{0}, tid.bytes()), nil); err != nil {
+	if err := p.participate(old, m.Identity, tid); err != nil {
 		return err
 	}
 	t.Messages++
@@ -306,6 +313,21 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 	return nil
 }
 
+// participate indexes thread tid under the identity that joins a message
+// to it. When the thread's last message was theirs (old is the thread
+// before this message; nil for a new one) the index holds the key already,
+// since join indexes every message's author: writing it again would cost
+// an insert on the store's writer for nothing. In other cases the key is
+// written without a read first: a read that misses the op's and the
+// batch's writes goes to Badger and costs more than the write it saves.
+func (p *apply) participate(old *threadRec, identity string, tid rid) error {
+	if old != nil && old.Messages > 0 && old.Last.Identity == identity {
+		return nil
+	}
+	k := append(append(append(make([]byte, 0, len(pfxPart)+len(identity)+1+len(tid.Realm)+9), pfxPart...), identity...), 0)
+	return p.tx.Set(tid.appendTo(k), nil)
+}
+
 // change applies a state change to t and records it in the history.
 func (p *apply) change(t *threadRec, c protocol.Change, via, note string, msg *rid) error {
 	h := historyRec{From: t.State.State, To: c.To, Origin: c.Origin, Confirmed: c.Confirmed, Via: via, By: p.author(),
@@ -325,7 +347,7 @@ func (p *apply) change(t *threadRec, c protocol.Change, via, note string, msg *r
 		t.ConfirmedBy = ""
 	}
 	t.UpdatedAt = p.at
-	return putJSON(p.tx, key(pfxHistory, t.id().bytes(), u64(p.se.Sequence)), &h)
+	return putJSON(p.tx, ridKey(pfxHistory, t.id(), p.se.Sequence), &h)
 }
 
 func (p *apply) state(d stateData) error {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipfs/go-cid"
+
 	"relay/protocol"
 	"relay/store"
 )
@@ -42,17 +44,42 @@ type rid struct {
 // String is the realm-prefixed key of a message id.
 func (r rid) String() string { return fmt.Sprintf("%s:msg_%d", r.Realm, r.N) }
 
-func (r rid) bytes() []byte {
-	b := append([]byte(r.Realm), 0)
+func (r rid) bytes() []byte { return r.appendTo(make([]byte, 0, len(r.Realm)+9)) }
+
+func (r rid) appendTo(b []byte) []byte {
+	b = append(append(b, r.Realm...), 0)
 	return binary.BigEndian.AppendUint64(b, r.N)
 }
 
+// key joins a prefix and parts into a new key, allocated once: every record
+// the projector writes or reads needs one.
 func key(pfx []byte, parts ...[]byte) []byte {
-	k := append([]byte(nil), pfx...)
+	n := len(pfx)
+	for _, p := range parts {
+		n += len(p)
+	}
+	k := append(make([]byte, 0, n), pfx...)
 	for _, p := range parts {
 		k = append(k, p...)
 	}
 	return k
+}
+
+// ridKey is key(pfx, id.bytes(), u64(ns[0]), …) without the parts'
+// allocations.
+func ridKey(pfx []byte, id rid, ns ...uint64) []byte {
+	k := append(make([]byte, 0, len(pfx)+len(id.Realm)+9+8*len(ns)), pfx...)
+	k = id.appendTo(k)
+	for _, n := range ns {
+		k = binary.BigEndian.AppendUint64(k, n)
+	}
+	return k
+}
+
+// cidKey is the key of the record a CID names: key(pfxCID, c.Bytes()).
+func cidKey(c cid.Cid) []byte {
+	ks := c.KeyString() // the CID's bytes, without copying them
+	return append(append(make([]byte, 0, len(pfxCID)+len(ks)), pfxCID...), ks...)
 }
 
 func u64(n uint64) []byte { return binary.BigEndian.AppendUint64(nil, n) }

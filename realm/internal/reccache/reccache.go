@@ -47,33 +47,34 @@ type entry[T any] struct {
 }
 
 // Get reads the record at key through tx into *v, which must be the zero
-// value; found is false when there is none.
+// value; found is false when there is none. A hit costs no copy of the
+// record's bytes: they are only compared with the kept ones.
 func (c *Cache[T]) Get(tx *store.Tx, key []byte, v *T) (found bool, err error) {
-	raw, err := tx.Get(key)
+	err = tx.Peek(key, func(raw []byte) error {
+		found = true
+		c.mu.Lock()
+		e, ok := c.m[string(key)]
+		c.mu.Unlock()
+		if ok && bytes.Equal(e.raw, raw) {
+			if c.Verify {
+				var d T
+				if err := json.Unmarshal(raw, &d); err != nil || !reflect.DeepEqual(d, e.v) {
+					return fmt.Errorf("%w: %q: %+v, decoded %+v", ErrMismatch, key, e.v, d)
+				}
+			}
+			*v = c.clone(e.v)
+			return nil
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			return err
+		}
+		c.Keep(key, bytes.Clone(raw), *v) // raw is the store's: keep a copy
+		return nil
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
-	if err != nil {
-		return false, err
-	}
-	c.mu.Lock()
-	e, ok := c.m[string(key)]
-	c.mu.Unlock()
-	if ok && bytes.Equal(e.raw, raw) {
-		if c.Verify {
-			var d T
-			if err := json.Unmarshal(raw, &d); err != nil || !reflect.DeepEqual(d, e.v) {
-				return true, fmt.Errorf("%w: %q: %+v, decoded %+v", ErrMismatch, key, e.v, d)
-			}
-		}
-		*v = c.clone(e.v)
-		return true, nil
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return true, err
-	}
-	c.Keep(key, raw, *v) // raw is the transaction's copy: ours now
-	return true, nil
+	return found, err
 }
 
 // Keep keeps v as what raw, the bytes at key, decode to. raw must not
