@@ -99,10 +99,23 @@ func TestCorpusFirstWriteAndIdempotency(t *testing.T) {
 	if status, out, _ = tn.write(t, b, "/createConversation", "tok-1", body); status != 201 || out["conversation_id"] == conv {
 		t.Fatalf("another author's token: %d %v", status, out)
 	}
-	// Without the header the refusal names it.
+	// Without the header the refusal names it; a token in the body does
+	// not stand in for it.
 	status, out, _ = tn.write(t, a, "/createConversation", "", body)
 	if status != 400 || corpusCode(out) != "invalid_request" || !strings.Contains(field(out, "error", "message").(string), "Operation-Token") {
 		t.Fatalf("no token: %d %v", status, out)
+	}
+	withBodyToken := map[string]any{"subject": "AI Agents", "content": "c", "operation_token": "tok-body"}
+	status, out, _ = tn.write(t, a, "/createConversation", "", withBodyToken)
+	if status != 400 || corpusCode(out) != "invalid_request" || !strings.Contains(field(out, "error", "message").(string), "Operation-Token") {
+		t.Fatalf("token in the body only: %d %v", status, out)
+	}
+	// A body with anything after its object is not JSON, even a stray } or ].
+	for _, tail := range []string{"}", "]", "{}", " x"} {
+		status, out, _ = tn.write(t, a, "/createConversation", "tok-tail", `{"subject":"s","content":"c"}`+tail)
+		if status != 400 || corpusCode(out) != "invalid_request" || field(out, "error", "message") != "The body is not valid JSON." {
+			t.Fatalf("body ending %q: %d %v", tail, status, out)
+		}
 	}
 	if status, out, _ = tn.write(t, a, "/createConversation", strings.Repeat("x", 201), body); status != 400 {
 		t.Fatalf("long token: %d %v", status, out)

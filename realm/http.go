@@ -273,8 +273,8 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			dec := json.NewDecoder(bytes.NewReader(body))
 			dec.UseNumber()
 			var obj any
-			if err := dec.Decode(&obj); err != nil || dec.More() {
-				return nil, protocol.Refuse(protocol.ReasonInvalidJSON)
+			if err := dec.Decode(&obj); err != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
+				return nil, protocol.Refuse(protocol.ReasonInvalidJSON) // more than one value: More misses a stray } or ]
 			}
 			m, ok := obj.(map[string]any)
 			if !ok {

@@ -11,6 +11,11 @@ import (
 	"relay/realm/api"
 )
 
+// maxFlatMembers bounds the members flatArgs reads, which it checks for
+// duplicates one against another: every operation takes far fewer, and a
+// body of many more goes to the decode, whose cost grows with its size only.
+const maxFlatMembers = 64
+
 // argMember is one top-level argument: its key, and its value as JSON (nil:
 // the argument is removed).
 type argMember struct {
@@ -54,7 +59,8 @@ func overlayArgs(r *http.Request, op *api.Operation) (over []argMember, ok bool)
 // what it can copy as the marshal would write it: any other body (nested
 // objects, escapes other than \" \\ \n \r \t, <, > and & that the marshal
 // escapes, text that is not UTF-8, duplicate keys, anything after the
-// object) is left to the decode, ok false, which also writes its refusals.
+// object, more than maxFlatMembers members) is left to the decode, ok
+// false, which also writes its refusals.
 func flatArgs(body []byte, over []argMember) (out []byte, ok bool) {
 	p := flatParser{b: body}
 	p.space()
@@ -80,7 +86,7 @@ func flatArgs(body []byte, over []argMember) (out []byte, ok bool) {
 				return nil, false
 			}
 			key := string(k[1 : len(k)-1])
-			if slices.ContainsFunc(members, func(m argMember) bool { return m.key == key }) {
+			if len(members) == maxFlatMembers || slices.ContainsFunc(members, func(m argMember) bool { return m.key == key }) {
 				return nil, false
 			}
 			members = append(members, argMember{key, v})

@@ -3,6 +3,7 @@ package realm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -88,6 +89,28 @@ func TestFlatArgs(t *testing.T) {
 				t.Errorf("%.200q: written flat", body)
 			}
 		}
+	}
+}
+
+// A body of more members than any operation takes goes to the decode,
+// whose cost grows with the body alone, not with its members squared.
+func TestFlatArgsMembers(t *testing.T) {
+	body := func(n int) string {
+		var b strings.Builder
+		b.WriteByte('{')
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%q:%d", fmt.Sprint("k", i), i)
+		}
+		return b.String() + "}"
+	}
+	if !checkFlat(t, body(maxFlatMembers), nil) {
+		t.Errorf("%d members: not written flat", maxFlatMembers)
+	}
+	if checkFlat(t, body(maxFlatMembers+1), nil) {
+		t.Errorf("%d members: written flat", maxFlatMembers+1)
 	}
 }
 
