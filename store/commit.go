@@ -601,7 +601,7 @@ func (c *committer) run(o *op) {
 	for _, p := range c.pending {
 		layers = append(layers, p.writes)
 	}
-	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, max(8, o.events*writesPerEvent)),
+	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, max(16, o.events*writesPerEvent)),
 		layers: append(layers, b.writes), c: c, b: b, seq: c.seq}
 	ev, err := c.s.runOp(o, tx)
 	b.ops = append(b.ops, o)
