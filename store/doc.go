@@ -129,8 +129,9 @@
 //     ErrEquivocation yet commits the evidence (keepWrites).
 //   - An op's end. Tx.Finally functions run once the op's function and its
 //     projectors returned, before the op's writes join the batch: with ok
-//     (and may still write) when they are to be kept, without when the op
-//     failed or panicked. A projector that rewrites one record for every
+//     (and may still write) when the op succeeded so far, without when it
+//     failed or panicked. ok does not promise the writes commit (fits, a
+//     failed commit). A projector that rewrites one record for every
 //     event of an op (Parley's threads and boards) writes it there once;
 //     until then it must serve that record to itself from memory, as the
 //     transaction holds it as before the op.

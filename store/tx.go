@@ -179,9 +179,11 @@ func (tx *Tx) SetOwned(key, val []byte) error {
 }
 
 // Finally registers fn to run once the op's function, and the projectors
-// of the events it appended, have returned. ok says whether the op's
-// writes are to be kept: fn may then still write through tx, and its error
-// fails the op. Without ok (the op failed, or an earlier fn did) fn only
+// of the events it appended, have returned. ok says that the op succeeded
+// so far: fn may then still write through tx, and its error fails the op.
+// The op's writes can still fail after (too large for a transaction, a
+// failed commit), so fn must not take ok for durable: what it keeps in
+// memory must prove itself against the store, as reccache does. Without ok (the op failed, or an earlier fn did) fn only
 // lets go of what it holds. A projector that changes one record for many
 // events of an op (a catch-up run, a restore) writes it once there.
 // Functions run in the order registered, on the committer.
