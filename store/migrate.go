@@ -24,13 +24,15 @@ var (
 
 // migrateEvents moves the events of a store of layout 2 or older to the
 // current layout, and reports how many it moved. It runs in Open, after the
-// write-ahead log's replay and before anything else reads or writes.
+// write-ahead log's replay and before anything else reads or writes; the
+// store is already marked with the new layout, so that older binaries
+// refuse it from the start.
 //
-// It can be interrupted anywhere and run again: it first copies every event
-// to its new keys (copying again what a crash lost is harmless) and syncs;
-// then it deletes the old indexes, syncs, and only then the old records,
-// which the copy reads, and syncs. Only after that does the caller mark the
-// store with the new layout.
+// It can be interrupted anywhere and run again (legacyEventsLeft tells the
+// next Open): it first copies every event to its new keys (copying again
+// what a crash lost is harmless) and syncs; then it deletes the old
+// indexes, syncs, and only then the old records, which the copy reads, and
+// syncs.
 func (s *Store) migrateEvents() (int, error) {
 	moved, err := s.copyLegacyEvents()
 	if err != nil {
@@ -119,4 +121,20 @@ func (s *Store) copyLegacyEvents() (int, error) {
 		}
 		from = next
 	}
+}
+
+// legacyEventsLeft reports whether any key of the old event layout is left:
+// a move that a crash cut short.
+func (s *Store) legacyEventsLeft() bool {
+	left := false
+	s.db.View(func(txn *badger.Txn) error {
+		for _, pre := range [][]byte{legacyEventByCID, legacyRealmSeq, legacySequence} {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: pre})
+			it.Seek(pre)
+			left = left || it.ValidForPrefix(pre)
+			it.Close()
+		}
+		return nil
+	})
+	return left
 }

@@ -245,6 +245,27 @@ func TestMigrateEvents(t *testing.T) {
 					t.Fatal("the move did not stop")
 				}
 				migrateStep = func() error { return nil }
+				// An older binary now refuses the store: it is marked 3.
+				db, err := openBadger(testConfig(dir))
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = db.View(func(txn *badger.Txn) error {
+					item, err := txn.Get(keySchema)
+					if err != nil {
+						return err
+					}
+					return item.Value(func(v []byte) error {
+						if n := binary.BigEndian.Uint64(v); n != SchemaVersion {
+							return fmt.Errorf("schema %d during the move, want %d", n, SchemaVersion)
+						}
+						return nil
+					})
+				})
+				db.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
 			}
 			s := openTest(t, testConfig(dir), counter{})
 			want.check(t, readAll(t, s))

@@ -31,7 +31,8 @@ import (
 //     binaries then refuse it instead of misreading it.
 //  3. Events stored by realm and seq, with the CID and arrival order as
 //     indexes of their place, so that a range of a chain is one scan.
-//     Open moves the events of an older store (migrate.go).
+//     Open marks an older store 3, then moves its events (migrate.go),
+//     finishing at the next Open a move that a crash cut short.
 const SchemaVersion = 3
 
 // Config configures a Store. Start from DefaultConfig.
@@ -262,13 +263,8 @@ func (s *Store) load() error {
 	if version > SchemaVersion {
 		return fmt.Errorf("store: schema version %d is newer than this binary's %d", version, SchemaVersion)
 	}
-	if !empty && version < 3 {
-		moved, err := s.migrateEvents()
-		if err != nil {
-			return err
-		}
-		s.log.Info("store: moved the events to their layout by realm and seq", "events", moved, "from_schema", version)
-	}
+	// The new version goes first, so that an older binary refuses a store
+	// whose move was cut short; a later Open finishes it.
 	if version < SchemaVersion {
 		err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(SchemaVersion)) })
 		if err == nil {
@@ -277,6 +273,13 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
+	}
+	if !empty && (version < 3 || s.legacyEventsLeft()) {
+		moved, err := s.migrateEvents()
+		if err != nil {
+			return err
+		}
+		s.log.Info("store: moved the events to their layout by realm and seq", "events", moved, "from_schema", version)
 	}
 	return s.View(func(tx *Tx) error {
 		switch v, err := tx.Get(keySequence); {
