@@ -125,3 +125,24 @@ func TestTransportRefusals(t *testing.T) {
 		t.Fatalf("cookie on MCP: %d %v", resp.StatusCode, ref)
 	}
 }
+
+// Every operation the node serves has its input checked by a compiled
+// shape first: a schema that lost it would still be right, only slower,
+// and no other test would notice.
+func TestOperationsShaped(t *testing.T) {
+	tn := startNode(t, "shapes")
+	n := 0
+	for _, op := range tn.Registry().Operations() {
+		if op.Input == nil {
+			continue
+		}
+		n++
+		if !op.Shaped() {
+			b, _ := json.Marshal(op.Input)
+			t.Errorf("%s: its input has no shape: %s", op.Key, b)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d operations with an input", n)
+	}
+}

@@ -107,6 +107,11 @@ type Operation struct {
 	shape *shape // Input compiled for the registry's own check; nil: the validator alone
 }
 
+// Shaped reports whether the registry checks the operation's arguments
+// with its own compiled shape first (check.go): once it is added, and only
+// when its input schema uses no keyword a shape does not know.
+func (op *Operation) Shaped() bool { return op.shape != nil }
+
 // ToolName is the operation's MCP tool name, "" when it has none.
 func (op *Operation) ToolName() string {
 	switch op.Tool {
