@@ -499,13 +499,20 @@ func (c *committer) resnap() {
 // dropped. A key is looked up in the newer first, so a hit is always the
 // newest committed write of those the cache saw, and the cache sees every
 // committed batch in order (resnap clears it when Badger is written
-// directly).
+// directly). A batch of more than recentMaxWrites writes (a catch-up range,
+// a restore) empties the cache instead: copying its thousands of writes
+// cost more than the few reads they would serve, and dropping every entry,
+// rather than skipping the batch, keeps any entry the batch overwrote from
+// being served.
 type recentWrites struct {
 	cur, old map[string]write
 	bytes    int
 }
 
-const recentBytes = 8 << 20
+const (
+	recentBytes     = 8 << 20
+	recentMaxWrites = 4096
+)
 
 func (r *recentWrites) get(k string) (write, bool) {
 	if w, ok := r.cur[k]; ok {
@@ -516,6 +523,10 @@ func (r *recentWrites) get(k string) (write, bool) {
 }
 
 func (r *recentWrites) add(writes map[string]write) {
+	if len(writes) > recentMaxWrites {
+		r.reset()
+		return
+	}
 	if r.cur == nil {
 		r.cur = make(map[string]write, len(writes))
 	}

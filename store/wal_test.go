@@ -505,6 +505,17 @@ func TestRecentWrites(t *testing.T) {
 	if _, ok := r.get("a"); ok {
 		t.Fatal("reset kept a")
 	}
+	// A batch too large to copy empties the cache: a, which it overwrites,
+	// must not be served from before it.
+	r.add(map[string]write{"a": {val: []byte("4")}})
+	large := map[string]write{"a": {val: []byte("5")}}
+	for i := range recentMaxWrites {
+		large[fmt.Sprint("k", i)] = write{val: []byte("v")}
+	}
+	r.add(large)
+	if w, ok := r.get("a"); ok {
+		t.Fatalf("a served as %q after a large batch", w.val)
+	}
 }
 
 // TestRecentWritesServeCommitted: ops read what earlier, committed batches
