@@ -209,21 +209,29 @@ func (sc *scan) object(sh *shape, depth int) bool {
 		if !sc.value(sub, depth) {
 			return false
 		}
-		sc.space()
-		if sc.i >= len(sc.b) {
-			return false
-		}
-		switch sc.b[sc.i] {
-		case ',':
-			sc.i++
-			sc.space()
-		case '}':
-			sc.i++
-			return sh == nil || seen == sh.requiredAll
-		default:
-			return false
+		if closed, ok := sc.next('}'); !ok || closed {
+			return ok && (sh == nil || seen == sh.requiredAll)
 		}
 	}
+}
+
+// next reads what follows a member or an element: a comma (and the space
+// after it), or the closing byte; ok is false for anything else.
+func (sc *scan) next(closing byte) (closed, ok bool) {
+	sc.space()
+	if sc.i >= len(sc.b) {
+		return false, false
+	}
+	switch sc.b[sc.i] {
+	case ',':
+		sc.i++
+		sc.space()
+		return false, true
+	case closing:
+		sc.i++
+		return true, true
+	}
+	return false, false
 }
 
 func (sc *scan) array(sh *shape, depth int) bool {
@@ -241,19 +249,8 @@ func (sc *scan) array(sh *shape, depth int) bool {
 		if !sc.value(item, depth) {
 			return false
 		}
-		sc.space()
-		if sc.i >= len(sc.b) {
-			return false
-		}
-		switch sc.b[sc.i] {
-		case ',':
-			sc.i++
-			sc.space()
-		case ']':
-			sc.i++
-			return true
-		default:
-			return false
+		if closed, ok := sc.next(']'); !ok || closed {
+			return ok
 		}
 	}
 }
