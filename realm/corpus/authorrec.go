@@ -115,22 +115,24 @@ type recReader struct {
 
 func (r *recReader) varint() int64 {
 	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.err, r.b = r.bad, nil
-		return 0
-	}
-	r.b = r.b[n:]
+	r.skip(n)
 	return v
 }
 
 func (r *recReader) uvarint() uint64 {
 	v, n := binary.Uvarint(r.b)
+	r.skip(n)
+	return v
+}
+
+// skip moves past a varint of n bytes; n <= 0 (binary's word for none or
+// an overflow) makes the record bad. A bad record reads as zeros.
+func (r *recReader) skip(n int) {
 	if n <= 0 {
 		r.err, r.b = r.bad, nil
-		return 0
+		return
 	}
 	r.b = r.b[n:]
-	return v
 }
 
 func (r *recReader) str() string {
