@@ -237,6 +237,8 @@ func (n *Node) sessionPrincipal(r *http.Request) (*api.Principal, error) {
 // string (GET) or the JSON body (other methods). Path parameters win.
 func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operation) (json.RawMessage, error) {
 	args := map[string]any{}
+	// What the path and the headers set or remove, over the body or query.
+	over, overOK := overlayArgs(r, op)
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		for name, vals := range r.URL.Query() {
 			prop := api.Property(op.Input, name)
@@ -265,7 +267,7 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		if len(bytes.TrimSpace(body)) > 0 {
 			// Most bodies are flat objects: written as the decode and
 			// marshal below would write them, without either.
-			if over, ok := overlayArgs(r, op); ok {
+			if overOK {
 				if b, ok := flatArgs(body, over); ok {
 					return b, nil
 				}
@@ -283,18 +285,15 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			args = m
 		}
 	}
-	for _, name := range pathParams(op.Path) {
-		args[name] = api.ArgValue(api.Property(op.Input, name), []string{r.PathValue(name)})
-	}
-	for header, name := range op.Headers {
-		if v := r.Header.Get(header); v != "" {
-			args[name] = v
+	for _, o := range over {
+		if o.val == nil {
+			delete(args, o.key)
 		} else {
-			delete(args, name) // only the header may carry it over HTTP
+			args[o.key] = json.RawMessage(o.val) // marshalled as it is: compact, escaped
 		}
 	}
 	b, err := json.Marshal(args)
-	if err != nil {
+	if !overOK || err != nil {
 		return nil, protocol.Refuse(protocol.ReasonInvalidBody)
 	}
 	return b, nil

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -154,5 +156,45 @@ func BenchmarkHTTPArgs(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// httpArgs writes the same arguments whichever way it reads the body, flat
+// or through the decode: the path's and the header's arguments over the
+// body's, a body's token dropped without the header.
+func TestHTTPArgsPaths(t *testing.T) {
+	tn := startNode(t, "args")
+	op, ok := tn.Registry().Lookup("append_message")
+	if !ok {
+		t.Fatal("no append_message")
+	}
+	bodies := []string{
+		`{"content":"c","kind":["post"]}`,
+		`{"content":"c","operation_token":"from the body","endpoint_id":"ep_body"}`,
+		`{"content":"c","payload":{"nested":true}}`, // not flat: decoded
+		`{"content":"c","operation_token":"from the body","conversation_id":"cv_body","payload":{}}`,
+		`{"content":"x&y <b>","tags":["t"]}`, // not flat: escaped by the marshal
+	}
+	for _, token := range []string{"", "tok-<1>"} {
+		for _, body := range bodies {
+			r := httptest.NewRequest(http.MethodPost, "/ep_1/appendToConversation/cv_1", strings.NewReader(body))
+			r.SetPathValue("endpoint_id", "ep_1")
+			r.SetPathValue("conversation_id", "cv_1")
+			if token != "" {
+				r.Header.Set("Operation-Token", token)
+			}
+			over, ok := overlayArgs(r, op)
+			if !ok {
+				t.Fatal("overlay")
+			}
+			want, ok := argsBefore([]byte(body), over)
+			if !ok {
+				t.Fatalf("%s: refused", body)
+			}
+			got, err := tn.httpArgs(httptest.NewRecorder(), r, op)
+			if err != nil || !bytes.Equal(got, want) {
+				t.Errorf("token %q, body %s: %s, %v; want %s", token, body, got, err, want)
+			}
+		}
 	}
 }
