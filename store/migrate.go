@@ -82,7 +82,7 @@ func (s *Store) copyLegacyEvents() (int, error) {
 				if err != nil {
 					return err
 				}
-				item, err := txn.Get(append(legacyEventByCID[:len(legacyEventByCID):len(legacyEventByCID)], c...))
+				item, err := txn.Get(join(legacyEventByCID, c))
 				if err != nil {
 					return fmt.Errorf("event %x of %q: %w", c, place, err)
 				}
