@@ -3,6 +3,7 @@ package realm
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -246,6 +247,67 @@ func TestRefusalParity(t *testing.T) {
 			sc, _ := res.StructuredContent.(map[string]any)
 			if !res.IsError || sc["reason"] != tc.reason {
 				t.Fatalf("mcp: isError=%v %v, want %s", res.IsError, sc, tc.reason)
+			}
+		})
+	}
+}
+
+// fieldParityCase is a body refused as invalid_body, and the field and rule
+// the refusal must name over both transports.
+type fieldParityCase struct {
+	name, body, field, rule string
+}
+
+var fieldParityCases = []fieldParityCase{
+	{"several unknown", `{"kind":"note","body":"x","zeta":1,"mid":2,"alpha":3}`, "alpha", "unknown_field"},
+	{"several unknown, reversed", `{"alpha":3,"mid":2,"zeta":1,"kind":"note","body":"x"}`, "alpha", "unknown_field"},
+	{"unknown with a space", `{"kind":"note","body":"x","my field":1}`, "my field", "unknown_field"},
+	{"unknown with quotes", `{"kind":"note","body":"x","say \"hi\"":1}`, `say "hi"`, "unknown_field"},
+	{"unknown with ]", `{"kind":"note","body":"x","a]b":1,"z":2}`, "a]b", "unknown_field"},
+	{"unknown beyond ASCII", `{"kind":"note","body":"x","ключ":1,"naïve":2}`, "naïve", "unknown_field"},
+	{"missing", `{"body":"x"}`, "kind", "required"},
+	{"wrong type", `{"kind":"note","body":7}`, "body", "type"},
+	{"too long", `{"kind":"note","body":"` + strings.Repeat("é", 501) + `"}`, "body", "max_length"},
+	{"unknown in from", `{"kind":"note","body":"x","from":{"extension":"w","x y":1,"x]":2}}`, "from.x y", "unknown_field"},
+	{"unknown in a claim", `{"kind":"note","body":"x","claims":[{"statement":"s","z":1,"é":2}]}`, "claims[0].z", "unknown_field"},
+	{"missing in a claim", `{"kind":"note","body":"x","claims":[{"statement":"s"},{}]}`, "claims[1].statement", "required"},
+}
+
+// TestRefusalFieldParity: the same invalid body is refused with the same
+// message, field and rule over HTTP and over MCP, every time, whatever the
+// order of its members.
+func TestRefusalFieldParity(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	cs, err := tn.mcpSession(t, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for _, tc := range fieldParityCases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := json.RawMessage(`{"id":"th_1",` + tc.body[1:])
+			var first string
+			for range 5 {
+				status, out := tn.do(t, "POST", "/api/v1/threads/th_1/messages", a, json.RawMessage(tc.body))
+				details, _ := out["details"].(map[string]any)
+				if status != 400 || out["reason"] != "invalid_body" || details["field"] != tc.field || details["rule"] != tc.rule {
+					t.Fatalf("http: %d %v, want field %q, rule %s", status, out, tc.field, tc.rule)
+				}
+				res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "post_threads_id_messages", Arguments: args})
+				if err != nil {
+					t.Fatalf("mcp: %v", err)
+				}
+				sc, _ := res.StructuredContent.(map[string]any)
+				if !res.IsError || toJSON(sc) != toJSON(out) {
+					t.Fatalf("mcp: isError=%v %v, http %v", res.IsError, sc, out)
+				}
+				if first == "" {
+					first = toJSON(out)
+				} else if toJSON(out) != first {
+					t.Fatalf("refused as %s, then as %s", first, toJSON(out))
+				}
 			}
 		})
 	}

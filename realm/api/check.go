@@ -88,20 +88,7 @@ func compileShape(s *jsonschema.Schema) *shape {
 		sh.requiredBit[name] |= 1 << i
 		sh.requiredAll |= 1 << i
 	}
-	// As the validator: type wins over types, and a set but empty types
-	// admits nothing.
-	switch {
-	case s.Type != "":
-		sh.typed, sh.types = true, typeNames[s.Type]
-	case s.Types != nil:
-		sh.typed = true
-		for _, t := range s.Types {
-			sh.types |= typeNames[t]
-		}
-	}
-	if sh.types&typeNumber != 0 {
-		sh.types |= typeInteger // number subsumes integer
-	}
+	sh.typed, sh.types = typesOf(s)
 	if len(s.Properties) > 0 {
 		sh.props = make(map[string]*shape, len(s.Properties))
 		for name, p := range s.Properties {
@@ -111,9 +98,7 @@ func compileShape(s *jsonschema.Schema) *shape {
 		}
 	}
 	if ap := s.AdditionalProperties; ap != nil {
-		// The validator takes any additionalProperties with an empty not
-		// for false, whatever else it holds.
-		if ap.Not != nil && reflect.ValueOf(*ap.Not).IsZero() {
+		if isFalse(ap) {
 			sh.closed = true
 		} else if sh.extra = compileShape(ap); sh.extra == nil {
 			return nil
@@ -126,6 +111,28 @@ func compileShape(s *jsonschema.Schema) *shape {
 	}
 	return sh
 }
+
+// typesOf is the JSON types s admits, when typed. As the validator: type
+// wins over types, and a set but empty types admits nothing.
+func typesOf(s *jsonschema.Schema) (typed bool, types jsonType) {
+	switch {
+	case s.Type != "":
+		typed, types = true, typeNames[s.Type]
+	case s.Types != nil:
+		typed = true
+		for _, t := range s.Types {
+			types |= typeNames[t]
+		}
+	}
+	if types&typeNumber != 0 {
+		types |= typeInteger // number subsumes integer
+	}
+	return typed, types
+}
+
+// isFalse reports whether the validator takes s, as additionalProperties,
+// for false: any schema with an empty not, whatever else it holds.
+func isFalse(s *jsonschema.Schema) bool { return s.Not != nil && reflect.ValueOf(*s.Not).IsZero() }
 
 // admits reports whether v, as encoding/json decodes a JSON value into an
 // any (float64 numbers), satisfies the shape.

@@ -84,8 +84,10 @@ func resolveSchema(t testing.TB, src string) (*jsonschema.Schema, *jsonschema.Re
 }
 
 // agree checks that sh admits v exactly when the validator finds v valid,
-// and that the scan of the raw arguments admits them only if they decode
-// into an object the validator finds valid.
+// and the refusal's own walk finds a violation exactly when the validator
+// does (a shape's keywords are all known to it); and that the scan of the
+// raw arguments admits them only if they decode into an object the
+// validator finds valid.
 func agree(t testing.TB, sh *shape, res *jsonschema.Resolved, schema, instance string) {
 	t.Helper()
 	var v any
@@ -96,6 +98,9 @@ func agree(t testing.TB, sh *shape, res *jsonschema.Resolved, schema, instance s
 		verr = res.Validate(v)
 		if got := sh.admits(v); got != (verr == nil) {
 			t.Errorf("schema %s, arguments %.200q: shape admits %v, validator says %v", schema, instance, got, verr)
+		}
+		if ref := violation(res.Schema(), v, ""); (ref == nil) != (verr == nil) {
+			t.Errorf("schema %s, arguments %.200q: the walk finds %v, validator says %v", schema, instance, ref, verr)
 		}
 	}
 	if sh.admitsJSON([]byte(instance)) && (!decoded || verr != nil) {

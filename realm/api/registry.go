@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"reflect"
 	"sort"
-	"strings"
 	"sync/atomic"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -348,33 +347,12 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		return args, nil
 	}
 	if err := op.input.Validate(plain); err != nil {
-		return nil, schemaRefusal(err)
+		return nil, schemaRefusal(op.Input, plain, err)
 	}
 	return args, nil
 }
 
 func isObject(v any) bool { _, ok := v.(map[string]any); return ok }
-
-// schemaRefusal turns a validation error into invalid_body, naming the
-// offending field where the validator's message lets us.
-func schemaRefusal(err error) *protocol.Refusal {
-	msg := err.Error()
-	ref := protocol.Refusef(protocol.ReasonInvalidBody, "%s", msg).With("rule", "schema")
-	if i := strings.Index(msg, "unexpected additional properties ["); i >= 0 {
-		rest := msg[i+len("unexpected additional properties ["):]
-		if j := strings.IndexByte(rest, ']'); j >= 0 {
-			field := strings.Trim(strings.SplitN(rest[:j], " ", 2)[0], `"`)
-			ref = ref.With("field", field).With("rule", "unknown_field")
-		}
-	} else if i := strings.Index(msg, "missing properties: ["); i >= 0 {
-		rest := msg[i+len("missing properties: ["):]
-		if j := strings.IndexByte(rest, ']'); j >= 0 {
-			field := strings.Trim(strings.SplitN(rest[:j], " ", 2)[0], `"`)
-			ref = ref.With("field", field).With("rule", "required")
-		}
-	}
-	return ref
-}
 
 // Authorize is the rights check of every transport.
 func Authorize(p *Principal, a Access) error {

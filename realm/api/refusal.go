@@ -1,0 +1,139 @@
+package api
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"relay/protocol"
+)
+
+// schemaRefusal turns the validator's refusal of args, decoded as
+// encoding/json decodes into an any, into invalid_body naming the field
+// and the rule broken.
+//
+// It finds them by its own walk of s and args, not in the validator's
+// text: that text lists unknown fields in map order, so two identical
+// requests could name different fields, and quotes names in a way no parse
+// recovers exactly. The walk knows the keywords a shape knows, and the
+// bounds of a string's length; a violation of any other keyword keeps the
+// validator's text, rule schema.
+func schemaRefusal(s *jsonschema.Schema, args any, err error) *protocol.Refusal {
+	if ref := violation(s, args, ""); ref != nil {
+		return ref
+	}
+	return protocol.Refusef(protocol.ReasonInvalidBody, "%s", err.Error()).With("rule", "schema")
+}
+
+// violation is the first rule of s that v, at path, breaks; nil if none the
+// walk knows. Its order is fixed, whatever the order of a map: as the
+// validator, a value's type first, then its bounds, then its items in
+// order or its members — the values of the properties it declares, then
+// the others, then the properties it requires — and members by their
+// names, lexically, the order in which HTTP hands arguments over.
+func violation(s *jsonschema.Schema, v any, path string) *protocol.Refusal {
+	if s == nil {
+		return nil
+	}
+	if typed, types := typesOf(s); typed && typeOf(v)&types == 0 {
+		want := s.Type
+		if want == "" {
+			want = strings.Join(s.Types, " or ")
+		}
+		return invalidField(path, "type", "Field %q must be of type %s, not %s.", path, want, typeName(v))
+	}
+	switch x := v.(type) {
+	case float64:
+		switch {
+		case s.Minimum != nil && x < *s.Minimum:
+			return invalidField(path, "minimum", "Field %q must be at least %v.", path, *s.Minimum)
+		case s.Maximum != nil && x > *s.Maximum:
+			return invalidField(path, "maximum", "Field %q must be at most %v.", path, *s.Maximum)
+		case s.ExclusiveMinimum != nil && x <= *s.ExclusiveMinimum:
+			return invalidField(path, "minimum", "Field %q must be greater than %v.", path, *s.ExclusiveMinimum)
+		case s.ExclusiveMaximum != nil && x >= *s.ExclusiveMaximum:
+			return invalidField(path, "maximum", "Field %q must be less than %v.", path, *s.ExclusiveMaximum)
+		}
+	case string:
+		n := utf8.RuneCountInString(x)
+		switch {
+		case s.MinLength != nil && n < *s.MinLength:
+			return invalidField(path, "min_length", "Field %q holds at least %d characters (Unicode code points); it has %d.", path, *s.MinLength, n)
+		case s.MaxLength != nil && n > *s.MaxLength:
+			return invalidField(path, "max_length", "Field %q holds at most %d characters (Unicode code points); it has %d.", path, *s.MaxLength, n)
+		}
+	case []any:
+		for i, e := range x {
+			if ref := violation(s.Items, e, path+"["+strconv.Itoa(i)+"]"); ref != nil {
+				return ref
+			}
+		}
+	case map[string]any:
+		names := slices.Sorted(maps.Keys(x))
+		for _, name := range names {
+			if p, ok := s.Properties[name]; ok {
+				if ref := violation(p, x[name], member(path, name)); ref != nil {
+					return ref
+				}
+			}
+		}
+		if ap := s.AdditionalProperties; ap != nil {
+			closed := isFalse(ap)
+			for _, name := range names {
+				if _, ok := s.Properties[name]; ok {
+					continue
+				}
+				if closed {
+					return invalidField(member(path, name), "unknown_field", "Unknown field %q.", member(path, name))
+				}
+				if ref := violation(ap, x[name], member(path, name)); ref != nil {
+					return ref
+				}
+			}
+		}
+		for _, name := range s.Required {
+			if _, ok := x[name]; !ok {
+				return invalidField(member(path, name), "required", "Missing required field %q.", member(path, name))
+			}
+		}
+	}
+	return nil
+}
+
+// member is the path of a member of the object at path, written as the
+// envelope's checks write theirs: from.extension, claims[0].statement.
+func member(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+func invalidField(field, rule, format string, args ...any) *protocol.Refusal {
+	return protocol.Refusef(protocol.ReasonInvalidBody, format, args...).With("field", field).With("rule", rule)
+}
+
+// typeName is v's JSON type as the validator names it.
+func typeName(v any) string {
+	switch typeOf(v) {
+	case typeNull:
+		return "null"
+	case typeBoolean:
+		return "boolean"
+	case typeInteger:
+		return "integer"
+	case typeNumber:
+		return "number"
+	case typeString:
+		return "string"
+	case typeArray:
+		return "array"
+	case typeObject:
+		return "object"
+	}
+	return "unknown"
+}
