@@ -160,9 +160,10 @@ func TestRunSmoke(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Phases = []string{GroupParley, PhaseCeiling}
 	opts.Concurrency = 4
-	// Long enough that a loaded machine still completes posts in the window.
-	opts.Warmup = 200 * time.Millisecond
-	opts.Duration = time.Second
+	// Long enough that a loaded machine still completes posts in the
+	// window: at a load of 9 on two cores, one second once saw none.
+	opts.Warmup = 500 * time.Millisecond
+	opts.Duration = 2 * time.Second
 	var prof bytes.Buffer
 	opts.CPUProfile = &prof
 	rep, err := Run(context.Background(), opts)
