@@ -254,3 +254,13 @@ func ClaimSeal(cur ClaimState) (ClaimState, *Refusal) {
 	}
 	return ClaimVerified, nil
 }
+
+// ClaimSupersede returns a claim's state when its author's refine names it:
+// superseded, whatever it was. A claim is superseded once; the first
+// newer claim is the one it points to.
+func ClaimSupersede(cur ClaimState) (ClaimState, *Refusal) {
+	if cur == ClaimSuperseded {
+		return cur, Refusef(ReasonClaimSuperseded, "The claim was superseded already.")
+	}
+	return ClaimSuperseded, nil
+}

@@ -641,12 +641,25 @@ var claimSealTests = []claimTransitionTest{
 	{ClaimSuperseded, ClaimSuperseded, ReasonClaimSuperseded},
 }
 
+// Its author's refine supersedes a claim in any state, once.
+var claimSupersedeTests = []claimTransitionTest{
+	{ClaimUnverified, ClaimSuperseded, ""},
+	{ClaimSupported, ClaimSuperseded, ""},
+	{ClaimRefuted, ClaimSuperseded, ""},
+	{ClaimVerified, ClaimSuperseded, ""},
+	{ClaimSuperseded, ClaimSuperseded, ReasonClaimSuperseded},
+}
+
 func TestClaimRefute(t *testing.T) {
 	testClaimTransition(t, "ClaimRefute", ClaimRefute, claimRefuteTests)
 }
 
 func TestClaimSeal(t *testing.T) {
 	testClaimTransition(t, "ClaimSeal", ClaimSeal, claimSealTests)
+}
+
+func TestClaimSupersede(t *testing.T) {
+	testClaimTransition(t, "ClaimSupersede", ClaimSupersede, claimSupersedeTests)
 }
 
 func testClaimTransition(t *testing.T, name string, f func(ClaimState) (ClaimState, *Refusal), tests []claimTransitionTest) {

@@ -18,6 +18,12 @@
 //     confirmed) is data, because standing (the lock right, the human) is
 //     local knowledge other realms cannot recompute. Claim states, which
 //     follow only from replicated facts, are derived by every replica.
+//   - A claim's facts (attestations, refute acts, its seal, its supersede)
+//     reach replicas in different orders, so a claim record keeps every fact
+//     it was given and derives its state and lists by folding them in one
+//     order: event time, then CID (claims.go). A fact the rules refuse where
+//     it falls is kept, unshown, and counts if an earlier fact arrives
+//     later. Handlers at home still refuse on the claim as it stands now.
 //   - Every op runs on the store's one committer, so what a post costs there
 //     caps the node's posts per second. The records posts read and write
 //     (their thread and board, the message a reply names, a line's

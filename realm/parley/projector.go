@@ -254,12 +254,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 		}
 	}
 	for _, cid := range m.Refutes {
-		if err := p.updateClaim(cid, func(c *claimRec) {
-			if next, ref := protocol.ClaimRefute(c.State); ref == nil {
-				c.State = next
-				c.RefutedBy = append(c.RefutedBy, mid)
-			}
-		}); err != nil {
+		if err := p.claimFact(cid, claimFact{Kind: factRefute, Message: &mid}); err != nil {
 			return err
 		}
 	}
@@ -275,12 +270,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 				k.Realm = m.Realm
 			}
 			newest := m.Claims[0]
-			if err := p.updateClaim(rid{k.Realm, k.N}, func(c *claimRec) {
-				if c.Author == m.Identity && c.State != protocol.ClaimSuperseded {
-					c.State = protocol.ClaimSuperseded
-					c.SupersededBy = &newest
-				}
-			}); err != nil && !isMissing(err) {
+			if err := p.claimFact(rid{k.Realm, k.N}, claimFact{Kind: factSupersede, By: m.Identity, Claim: &newest}); err != nil && !isMissing(err) {
 				return err
 			}
 		}
@@ -397,7 +387,10 @@ func (e missingError) Unwrap() error { return store.ErrDependency }
 
 func isMissing(err error) bool { _, ok := err.(missingError); return ok }
 
-func (p *apply) updateClaim(id rid, f func(*claimRec)) error {
+// claimFact gives claim id a fact of this event and stores the claim
+// derived again (claims.go). A supersede is a fact only when the refine's
+// author wrote the claim.
+func (p *apply) claimFact(id rid, f claimFact) error {
 	var c claimRec
 	ok, err := p.tx.GetJSON(key(pfxClaim, id.bytes()), &c)
 	if err != nil {
@@ -406,25 +399,27 @@ func (p *apply) updateClaim(id rid, f func(*claimRec)) error {
 	if !ok {
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}
 	}
-	f(&c)
-	c.UpdatedAt = p.at
+	if f.Kind == factSupersede && f.By != c.Author {
+		return nil
+	}
+	f.At, f.CID = p.at, p.cid
+	if !c.add(f) {
+		return nil
+	}
 	return putJSON(p.tx, key(pfxClaim, id.bytes()), &c)
 }
 
+// attest keeps an attestation as a fact of the claim, whatever the claim's
+// state here: the home realm refused it before it was made if its rules
+// refused it there, and where it falls among the claim's facts decides
+// whether it counts.
 func (p *apply) attest(d attestData) error {
 	id, err := p.resolve(protocol.KeyClaim, d.Claim)
 	if err != nil {
 		return err
 	}
-	return p.updateClaim(id, func(c *claimRec) {
-		next, ref := protocol.ClaimAttest(c.State, d.Verdict, c.Author == p.author(), len(d.Evidence) > 0)
-		if ref != nil {
-			return // refused at home; a replica drops it the same way
-		}
-		c.State = next
-		c.Attestations = append(c.Attestations, attestation{Verdict: d.Verdict, By: p.author(), Extension: d.Extension,
-			Evidence: d.Evidence, Note: d.Note, At: p.at, CID: p.cid})
-	})
+	return p.claimFact(id, claimFact{Kind: factAttest, By: p.author(), Verdict: d.Verdict, Extension: d.Extension,
+		Evidence: d.Evidence, Note: d.Note})
 }
 
 func (p *apply) seal(d sealData) error {
@@ -435,14 +430,7 @@ func (p *apply) seal(d sealData) error {
 	if id.Realm != p.realm {
 		return fmt.Errorf("parley: realm %s cannot seal a claim of %s", p.realm, id.Realm)
 	}
-	return p.updateClaim(id, func(c *claimRec) {
-		if next, ref := protocol.ClaimSeal(c.State); ref == nil {
-			c.State = next
-			at := p.at
-			c.SealedAt = &at
-			c.SealedBy = p.author()
-		}
-	})
+	return p.claimFact(id, claimFact{Kind: factSeal, By: p.author()})
 }
 
 // title is a thread's name in listings: the opening body's first line, cut

@@ -186,7 +186,10 @@ type messageRec struct {
 	Refusal *Refusal `json:"refusal,omitempty"`
 }
 
-// claimRec is a claim as stored.
+// claimRec is a claim as stored. State, Attestations, RefutedBy, SealedBy,
+// SealedAt, SupersededBy and UpdatedAt are derived: fold (claims.go) makes
+// them from Base and Facts, so that they depend on which facts the replica
+// holds and not on the order they arrived in.
 type claimRec struct {
 	Realm        protocol.Realm      `json:"realm"`
 	N            uint64              `json:"n"`
@@ -204,6 +207,13 @@ type claimRec struct {
 	SupersededBy *rid                `json:"superseded_by,omitempty"`
 	CreatedAt    time.Time           `json:"created_at"`
 	UpdatedAt    time.Time           `json:"updated_at"`
+	// Facts is every fact the projector accepted about the claim, in
+	// canonical order, those the rules refuse where they fall included.
+	// Reads never show it.
+	Facts []claimFact `json:"facts,omitempty"`
+	// Base is what a record written before Facts existed had derived; the
+	// facts fold onto it. Nil for every other record.
+	Base *claimBase `json:"base,omitempty"`
 }
 
 type attestation struct {

@@ -1,0 +1,156 @@
+package parley
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"relay/protocol"
+)
+
+// A claim's facts (attestations, refute acts naming it, its seal, its
+// supersession) come from many realms, and replicas receive them in
+// different orders. A claim record therefore keeps every fact it was given
+// and derives what it shows by folding them in one canonical order: the
+// event's time, then its CID, then the fact's kind, each step decided by
+// the protocol.Claim* rules. Two replicas that hold the same facts show the
+// same claim, whatever order the facts came in; a fact refused where it
+// falls in that order (an attestation after the supersede) is kept, not
+// shown, and counts again if an earlier fact arrives later.
+
+// Kinds of claim facts. One event makes at most a refute and a supersede
+// of one claim (a refine that also refutes it); they fold in this order, the
+// order the projector has always applied them in.
+const (
+	factAttest    = "attest"
+	factRefute    = "refute"
+	factSupersede = "supersede"
+	factSeal      = "seal"
+)
+
+func factRank(kind string) int {
+	switch kind {
+	case factAttest:
+		return 0
+	case factRefute:
+		return 1
+	case factSupersede:
+		return 2
+	}
+	return 3
+}
+
+// claimFact is one fact about a claim, as the projector accepted it.
+type claimFact struct {
+	Kind string    `json:"kind"`
+	At   time.Time `json:"at"`  // the event's author time
+	CID  string    `json:"cid"` // the event's CID
+	// By attested, sealed, or (supersede) wrote the refine.
+	By        string              `json:"by,omitempty"`
+	Verdict   string              `json:"verdict,omitempty"`
+	Extension string              `json:"extension,omitempty"`
+	Evidence  []protocol.Evidence `json:"evidence,omitempty"`
+	Note      string              `json:"note,omitempty"`
+	Message   *rid                `json:"message,omitempty"` // refute: the refuting message
+	Claim     *rid                `json:"claim,omitempty"`   // supersede: the newer claim
+}
+
+// before orders facts canonically.
+func (f *claimFact) before(g *claimFact) bool {
+	if !f.At.Equal(g.At) {
+		return f.At.Before(g.At)
+	}
+	if f.CID != g.CID {
+		return f.CID < g.CID
+	}
+	return factRank(f.Kind) < factRank(g.Kind)
+}
+
+// claimBase is what a claim record written before facts were kept had
+// derived from the facts it was given then. Those facts are gone; later
+// ones fold onto it.
+type claimBase struct {
+	State        protocol.ClaimState `json:"state"`
+	Attestations []attestation       `json:"attestations,omitempty"`
+	RefutedBy    []rid               `json:"refuted_by,omitempty"`
+	SealedBy     string              `json:"sealed_by,omitempty"`
+	SealedAt     *time.Time          `json:"sealed_at,omitempty"`
+	SupersededBy *rid                `json:"superseded_by,omitempty"`
+	UpdatedAt    time.Time           `json:"updated_at"`
+}
+
+// add keeps fact f and derives the claim again. It reports false, and
+// changes nothing, when the claim holds f already (the same event's fact
+// of the same kind).
+func (c *claimRec) add(f claimFact) bool {
+	if len(c.Facts) == 0 && c.Base == nil && !c.asAsserted() {
+		// Written before facts were kept: what it derived is the start.
+		c.Base = &claimBase{State: c.State, Attestations: c.Attestations, RefutedBy: c.RefutedBy, SealedBy: c.SealedBy,
+			SealedAt: c.SealedAt, SupersededBy: c.SupersededBy, UpdatedAt: c.UpdatedAt}
+	}
+	i := sort.Search(len(c.Facts), func(i int) bool { return f.before(&c.Facts[i]) })
+	for j := i - 1; j >= 0 && c.Facts[j].At.Equal(f.At) && c.Facts[j].CID == f.CID; j-- {
+		if c.Facts[j].Kind == f.Kind {
+			return false
+		}
+	}
+	c.Facts = slices.Insert(c.Facts, i, f)
+	c.fold()
+	return true
+}
+
+// asAsserted reports whether the claim's derived fields are still those it
+// was asserted with.
+func (c *claimRec) asAsserted() bool {
+	return c.State == protocol.ClaimUnverified && len(c.Attestations) == 0 && len(c.RefutedBy) == 0 && c.SealedBy == "" &&
+		c.SealedAt == nil && c.SupersededBy == nil && c.UpdatedAt.Equal(c.CreatedAt)
+}
+
+// fold derives the claim's state and what it shows from its base and its
+// facts, in canonical order. A fact a rule refuses where it falls changes
+// nothing.
+func (c *claimRec) fold() {
+	c.State, c.Attestations, c.RefutedBy = protocol.ClaimUnverified, []attestation{}, nil
+	c.SealedBy, c.SealedAt, c.SupersededBy, c.UpdatedAt = "", nil, nil, c.CreatedAt
+	if b := c.Base; b != nil {
+		c.State, c.Attestations, c.RefutedBy = b.State, append(c.Attestations, b.Attestations...), slices.Clone(b.RefutedBy)
+		c.SealedBy, c.SealedAt, c.SupersededBy, c.UpdatedAt = b.SealedBy, b.SealedAt, b.SupersededBy, b.UpdatedAt
+	}
+	for i := range c.Facts {
+		f := &c.Facts[i]
+		if f.At.After(c.UpdatedAt) {
+			c.UpdatedAt = f.At
+		}
+		var next protocol.ClaimState
+		var ref *protocol.Refusal
+		switch f.Kind {
+		case factAttest:
+			next, ref = protocol.ClaimAttest(c.State, f.Verdict, f.By == c.Author, len(f.Evidence) > 0)
+		case factRefute:
+			next, ref = protocol.ClaimRefute(c.State)
+		case factSeal:
+			next, ref = protocol.ClaimSeal(c.State)
+		case factSupersede:
+			next, ref = protocol.ClaimSupersede(c.State)
+		default:
+			continue
+		}
+		if ref != nil {
+			continue
+		}
+		c.State = next
+		switch f.Kind {
+		case factAttest:
+			c.Attestations = append(c.Attestations, attestation{Verdict: f.Verdict, By: f.By, Extension: f.Extension,
+				Evidence: f.Evidence, Note: f.Note, At: f.At, CID: f.CID})
+		case factRefute:
+			c.RefutedBy = append(c.RefutedBy, *f.Message)
+		case factSeal:
+			at := f.At
+			c.SealedAt, c.SealedBy = &at, f.By
+		case factSupersede:
+			newer := *f.Claim
+			c.SupersededBy = &newer
+		}
+	}
+}

@@ -1,0 +1,376 @@
+package parley
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"relay/protocol"
+	"relay/realm/api"
+	"relay/store"
+)
+
+// A claim's facts come from many realms: attestations from anyone, refute
+// acts from any realm's threads, a seal and a supersede from its home. Each
+// realm's own chain arrives in order, but the realms interleave however the
+// network delivers them, so a replica must end with the same claim record
+// whatever the interleaving.
+
+// claimFactStep is one fact about alpha:cl_1, authored by one realm at a
+// time offset (milliseconds after the claim) the test chooses.
+type claimFactStep struct {
+	name string
+	at   int64
+}
+
+// The facts a claimOrderTest picks from.
+const (
+	stepSupports     = "supports"      // beta: supports
+	stepInconclusive = "inconclusive"  // delta: inconclusive
+	stepRefutes      = "refutes"       // gamma: refutes, with evidence
+	stepRefuteAct    = "refute act"    // eps: a refute act naming the claim
+	stepSeal         = "seal"          // alpha: seals the claim
+	stepSupersede    = "supersede"     // alpha: its author refines it
+	stepLateSupports = "late supports" // zeta: supports
+)
+
+type claimOrderTest struct {
+	name  string
+	steps []claimFactStep
+	// What every order must end with: the state, the attestations shown (by
+	// attester's realm, in the order shown), and whether the claim is
+	// sealed, refuted by the refute act and superseded.
+	state      protocol.ClaimState
+	shown      []string
+	sealed     bool
+	refutedBy  bool
+	superseded bool
+}
+
+var claimOrderTests = []claimOrderTest{
+	{
+		name: "every fact",
+		steps: []claimFactStep{{stepSupports, 10}, {stepInconclusive, 10}, {stepRefutes, 20}, {stepRefuteAct, 25},
+			{stepSeal, 30}, {stepSupersede, 40}, {stepLateSupports, 50}},
+		state: protocol.ClaimSuperseded, shown: []string{"beta|delta", "beta|delta", "gamma"}, sealed: true, refutedBy: true, superseded: true,
+	},
+	{
+		name:  "attestations race a supersede",
+		steps: []claimFactStep{{stepSupports, 10}, {stepSupersede, 20}, {stepLateSupports, 30}, {stepInconclusive, 40}},
+		state: protocol.ClaimSuperseded, shown: []string{"beta"}, superseded: true,
+	},
+	{
+		name:  "a refutation races a seal",
+		steps: []claimFactStep{{stepInconclusive, 5}, {stepSupports, 10}, {stepSeal, 20}, {stepRefutes, 30}, {stepRefuteAct, 40}},
+		state: protocol.ClaimVerified, shown: []string{"delta", "beta", "gamma"}, sealed: true, refutedBy: true,
+	},
+	{
+		name:  "support races a refutation",
+		steps: []claimFactStep{{stepRefutes, 10}, {stepSupports, 20}, {stepInconclusive, 30}},
+		state: protocol.ClaimRefuted, shown: []string{"gamma", "beta", "delta"},
+	},
+	{
+		name:  "a seal after the supersede",
+		steps: []claimFactStep{{stepRefutes, 10}, {stepSupersede, 20}, {stepSupports, 25}, {stepSeal, 30}, {stepRefuteAct, 35}},
+		state: protocol.ClaimSuperseded, shown: []string{"gamma"}, superseded: true,
+	},
+}
+
+// Every order of a claim's facts, each realm's chain in its own order,
+// leaves the claim as get_claims_id shows it, and as it is stored, the same.
+func TestClaimFactsAnyOrder(t *testing.T) {
+	for _, tt := range claimOrderTests {
+		t.Run(tt.name, func(t *testing.T) {
+			orders := claimOrders(len(tt.steps), 30, rand.New(rand.NewPCG(1, uint64(len(tt.name)))))
+			var wantOut, wantRec []byte
+			var first []int
+			for _, order := range orders {
+				order = chainOrder(tt.steps, order)
+				out, rec := claimAfter(t, tt.steps, order)
+				if wantOut == nil {
+					wantOut, wantRec, first = out, rec, order
+					checkClaimOut(t, tt, out)
+					continue
+				}
+				if !bytes.Equal(out, wantOut) {
+					t.Fatalf("facts in order %v show\n%s\nin order %v\n%s", stepNames(tt.steps, order), out, stepNames(tt.steps, first), wantOut)
+				}
+				if !bytes.Equal(rec, wantRec) {
+					t.Fatalf("facts in order %v store\n%s\nin order %v\n%s", stepNames(tt.steps, order), rec, stepNames(tt.steps, first), wantRec)
+				}
+			}
+		})
+	}
+}
+
+func stepNames(steps []claimFactStep, order []int) []string {
+	var out []string
+	for _, i := range order {
+		out = append(out, steps[i].name)
+	}
+	return out
+}
+
+// claimOrders is every order of n facts when there are at most max, else
+// the order given, its reverse and random ones, max in all.
+func claimOrders(n, max int, rng *rand.Rand) [][]int {
+	var all [][]int
+	var permute func(p []int, k int)
+	permute = func(p []int, k int) {
+		if len(all) > max {
+			return
+		}
+		if k == len(p) {
+			all = append(all, append([]int(nil), p...))
+			return
+		}
+		for i := k; i < len(p); i++ {
+			p[k], p[i] = p[i], p[k]
+			permute(p, k+1)
+			p[k], p[i] = p[i], p[k]
+		}
+	}
+	id := make([]int, n)
+	for i := range id {
+		id[i] = i
+	}
+	permute(append([]int(nil), id...), 0)
+	if len(all) <= max {
+		return all
+	}
+	rev := make([]int, n)
+	for i := range rev {
+		rev[i] = n - 1 - i
+	}
+	out := [][]int{id, rev}
+	for len(out) < max {
+		out = append(out, rng.Perm(n))
+	}
+	return out
+}
+
+// chainOrder keeps alpha's facts in its chain's order: wherever order puts
+// one, the first of them not yet stored goes there.
+func chainOrder(steps []claimFactStep, order []int) []int {
+	var alpha []int
+	for i, st := range steps {
+		if st.name == stepSeal || st.name == stepSupersede {
+			alpha = append(alpha, i)
+		}
+	}
+	out := make([]int, 0, len(order))
+	for _, i := range order {
+		if steps[i].name == stepSeal || steps[i].name == stepSupersede {
+			i, alpha = alpha[0], alpha[1:]
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// claimAfter stores alpha's claim cl_1 (and eps's thread, where eps refutes
+// it), then the facts in the order given, alpha's own in their chain's
+// order; it returns get_claims_id's answer and the stored record.
+func claimAfter(t *testing.T, steps []claimFactStep, order []int) (out, rec []byte) {
+	t.Helper()
+	s := newTestService(t)
+	defer s.st.Close() // now, not at the test's end: each in-memory store holds its memtable
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli()
+	writer := map[string]*chainWriter{}
+	for i, r := range []string{"alpha", "beta", "gamma", "delta", "eps", "zeta"} {
+		writer[r] = newChainWriter(t, s.st, r, byte(2+i), nil)
+	}
+	at := func(w *chainWriter, ms int64) *chainWriter { w.at = base + ms; return w }
+	facts := int64(5000) // the facts come after the claim
+	ev := []protocol.Evidence{{Kind: "log", Value: "failed on run 3"}}
+
+	alpha := at(writer["alpha"], 0)
+	alpha.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
+	alpha.emit(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Is it fast?", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "it is fast", Evidence: ev}}})
+	eps := at(writer["eps"], 1)
+	eps.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
+	eps.emit(evThreadOpened, "erin", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "About alpha's claim", AuthorKind: "llm"})
+
+	// Each fact is signed in its realm's chain, in the order of steps.
+	raws := make([][]byte, len(steps))
+	for i, st := range steps {
+		switch st.name {
+		case stepSupports:
+			raws[i], _ = at(writer["beta"], facts+st.at).sign(evClaimAttested, "bob", attestData{Claim: "alpha:cl_1", Verdict: "supports"})
+		case stepInconclusive:
+			raws[i], _ = at(writer["delta"], facts+st.at).sign(evClaimAttested, "dan", attestData{Claim: "alpha:cl_1", Verdict: "inconclusive", Note: "cannot tell"})
+		case stepRefutes:
+			raws[i], _ = at(writer["gamma"], facts+st.at).sign(evClaimAttested, "gus", attestData{Claim: "alpha:cl_1", Verdict: "refutes", Evidence: ev})
+		case stepRefuteAct:
+			raws[i], _ = at(eps, facts+st.at).sign(evMessagePosted, "erin", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "Not fast.",
+				AuthorKind: "llm", Refutes: []string{"alpha:cl_1"}, Evidence: ev})
+		case stepSeal:
+			raws[i], _ = at(alpha, facts+st.at).sign(evClaimSealed, "human", sealData{Claim: "cl_1"})
+		case stepSupersede:
+			raws[i], _ = at(alpha, facts+st.at).sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refine", Body: "Sharper.",
+				AuthorKind: "llm", RelatesTo: []string{"cl_1"}, Claims: []claimData{{N: 2, Statement: "it is fast when warm"}}})
+		case stepLateSupports:
+			raws[i], _ = at(writer["zeta"], facts+st.at).sign(evClaimAttested, "zoe", attestData{Claim: "alpha:cl_1", Verdict: "supports"})
+		default:
+			t.Fatalf("no step %q", st.name)
+		}
+	}
+	for _, i := range order {
+		if _, err := s.st.Ingest(context.Background(), raws[i], func(*protocol.Event) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	res, err := s.getClaim(context.Background(), nil, claimIDIn{ID: "alpha:cl_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err = json.MarshalIndent(res, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	err = s.st.View(func(tx *store.Tx) error {
+		var err error
+		rec, err = tx.Get(key(pfxClaim, rid{"alpha", 1}.bytes()))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, rec
+}
+
+// checkClaimOut checks the claim against what the test expects.
+func checkClaimOut(t *testing.T, tt claimOrderTest, out []byte) {
+	t.Helper()
+	var res ClaimResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatal(err)
+	}
+	c := res.Claim
+	var shown []string
+	for _, a := range c.Attestations {
+		shown = append(shown, strings.SplitN(a.By.Identity, ":", 2)[0])
+	}
+	ok := c.State == tt.state && len(shown) == len(tt.shown) &&
+		(c.SealedAt != nil) == tt.sealed && (len(c.RefutedBy) > 0) == tt.refutedBy && (c.SupersededBy != nil) == tt.superseded
+	for i := 0; ok && i < len(shown); i++ {
+		ok = strings.Contains("|"+tt.shown[i]+"|", "|"+shown[i]+"|")
+	}
+	if !ok {
+		t.Fatalf("claim %s, attestations by %v; want %s, %v, sealed %v, refuted by the act %v, superseded %v",
+			c.State, shown, tt.state, tt.shown, tt.sealed, tt.refutedBy, tt.superseded)
+	}
+	if tt.refutedBy && fmt.Sprint(c.RefutedBy) != "[eps:msg_2]" {
+		t.Fatalf("refuted by %v", c.RefutedBy)
+	}
+}
+
+// At home, the attest operation refuses a superseded claim before any event
+// is made, on the claim as it stands; an attestation another realm made
+// before the supersede, arriving after it, still counts.
+func TestClaimHomeRefusesSuperseded(t *testing.T) {
+	ctx := context.Background()
+	s := newFixedService(t)
+	alice, bob := agent(t, "alice"), agent(t, "bob")
+	opened, err := s.post(ctx, alice, "lobby", &protocol.Envelope{Kind: protocol.ActAsk, Body: "Is it fast?",
+		Claims: []protocol.ClaimInput{{Statement: "it is fast"}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refine, err := s.post(ctx, alice, "", &protocol.Envelope{Kind: protocol.ActRefine, Body: "Sharper.", Thread: protocol.KeyRef(opened.Thread.ID),
+		RelatesTo: []string{"cl_1"}, Claims: []protocol.ClaimInput{{Statement: "it is fast when warm"}}}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.attest(ctx, &api.Call{Principal: bob}, attestIn{ID: "cl_1", Verdict: "supports"})
+	if ref, ok := err.(*protocol.Refusal); !ok || ref.Reason != protocol.ReasonClaimSuperseded {
+		t.Fatalf("attesting a superseded claim: %v, want %s", err, protocol.ReasonClaimSuperseded)
+	}
+
+	// beta supported the claim a millisecond before the refine, and its word
+	// comes late; one a millisecond after it does not count.
+	beta := newChainWriter(t, s.st, "beta", 3, nil)
+	beta.at = refine.Message.CreatedAt.UnixMilli() - 1
+	early := beta.emit(evClaimAttested, "bob", attestData{Claim: "test:cl_1", Verdict: "supports"})
+	beta.at = refine.Message.CreatedAt.UnixMilli() + 1
+	beta.emit(evClaimAttested, "carol", attestData{Claim: "test:cl_1", Verdict: "supports"})
+	res, err := s.getClaim(ctx, nil, claimIDIn{ID: "cl_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := res.Claim
+	if c.State != protocol.ClaimSuperseded || len(c.Attestations) != 1 || c.Attestations[0].CID != early.String() ||
+		c.SupersededBy == nil || *c.SupersededBy != "cl_2" {
+		t.Fatalf("claim %s, superseded by %v, attestations %+v", c.State, c.SupersededBy, c.Attestations)
+	}
+	if _, err = s.attest(ctx, &api.Call{Principal: bob}, attestIn{ID: "cl_1", Verdict: "supports"}); err == nil {
+		t.Fatal("attesting the superseded claim again was not refused")
+	}
+}
+
+// A claim record stored before facts were kept (no facts, no base) still
+// reads as it was, and the facts that reach it later fold onto it.
+func TestClaimLegacyRecord(t *testing.T) {
+	ctx := context.Background()
+	s := newTestService(t)
+	alpha := newChainWriter(t, s.st, "alpha", 2, nil)
+	alpha.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
+	alpha.emit(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Is it fast?", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "it is fast"}}})
+
+	// Rewrite the claim as the old projector left it after a support and
+	// a refute act: derived fields only.
+	k := key(pfxClaim, rid{"alpha", 1}.bytes())
+	var old claimRec
+	created := time.Date(2026, 3, 1, 12, 0, 1, 0, time.UTC)
+	legacy := func(tx *store.Tx) error {
+		if _, err := tx.GetJSON(k, &old); err != nil {
+			return err
+		}
+		old.State = protocol.ClaimRefuted
+		old.Attestations = []attestation{{Verdict: "supports", By: "beta:bob", At: created.Add(time.Second), CID: "bafy-old-support"}}
+		old.RefutedBy = []rid{{"alpha", 7}}
+		old.UpdatedAt = created.Add(2 * time.Second)
+		b, err := json.Marshal(&old)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte(`"facts"`)) || bytes.Contains(b, []byte(`"base"`)) {
+			t.Fatalf("a legacy record with facts: %s", b)
+		}
+		return tx.Set(k, b)
+	}
+	if _, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) { return nil, legacy(tx) }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.getClaim(ctx, nil, claimIDIn{ID: "alpha:cl_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Claim; c.State != protocol.ClaimRefuted || len(c.Attestations) != 1 || fmt.Sprint(c.RefutedBy) != "[alpha:msg_7]" {
+		t.Fatalf("legacy claim reads %+v", c)
+	}
+
+	// An inconclusive word, then the seal: both fold onto what the record
+	// had.
+	alpha.at = created.Add(time.Hour).UnixMilli()
+	alpha.emit(evClaimSealed, "human", sealData{Claim: "cl_1"})
+	gamma := newChainWriter(t, s.st, "gamma", 4, nil)
+	gamma.at = created.Add(time.Minute).UnixMilli()
+	gamma.emit(evClaimAttested, "gus", attestData{Claim: "alpha:cl_1", Verdict: "inconclusive"})
+	if res, err = s.getClaim(ctx, nil, claimIDIn{ID: "alpha:cl_1"}); err != nil {
+		t.Fatal(err)
+	}
+	c := res.Claim
+	if c.State != protocol.ClaimVerified || len(c.Attestations) != 2 || c.Attestations[0].CID != "bafy-old-support" ||
+		c.Attestations[1].Verdict != "inconclusive" || fmt.Sprint(c.RefutedBy) != "[alpha:msg_7]" || c.SealedBy != "alpha:human" ||
+		!c.UpdatedAt.Equal(created.Add(time.Hour)) {
+		t.Fatalf("legacy claim after new facts: %+v", c)
+	}
+}

@@ -1,0 +1,106 @@
+package testnet
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+)
+
+type claimAnswer struct {
+	Claim struct {
+		State        string `json:"state"`
+		Attestations []struct {
+			CID string    `json:"cid"`
+			At  time.Time `json:"at"`
+		} `json:"attestations"`
+		SupersededBy *string `json:"superseded_by"`
+	} `json:"claim"`
+}
+
+// TestClaimRaceConverges: r1 is cut off while r2 attests two of r1's
+// claims and r1's author supersedes them, r2 first for one claim and r1
+// first for the other. Each side folded the facts in the order it got them;
+// healed, all three realms show each claim the same: the attestation made
+// before the supersede counts, the one made after it does not.
+func TestClaimRaceConverges(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	// Agents, not the operators: every realm's operator is human:<name>,
+	// so r2's would count as the claim's author.
+	r1, r2 := as(net.Realms[0], agentToken(t, net.Realms[0], "author")), as(net.Realms[1], agentToken(t, net.Realms[1], "checker"))
+	env := map[string]any{"kind": "propose", "body": "Two claims.",
+		"claims": []any{map[string]any{"statement": "one"}, map[string]any{"statement": "two"}}}
+	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
+		t.Fatalf("open: %d", st)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	net.Partition([]int{0}, []int{1, 2})
+	attest := func(claim string) claimAnswer {
+		var out claimAnswer
+		if st := call(t, r2, "POST", "/api/v1/claims/r1:"+claim+"/attest", map[string]any{"verdict": "supports"}, &out); st/100 != 2 || out.Claim.State != "supported" {
+			t.Fatalf("r2 attests r1:%s: %d %+v", claim, st, out)
+		}
+		return out
+	}
+	supersede := func(claim string) time.Time {
+		var out struct {
+			Message struct {
+				CreatedAt time.Time `json:"created_at"`
+			} `json:"message"`
+		}
+		refine := map[string]any{"kind": "refine", "body": "Sharper.", "relates_to": []string{claim},
+			"claims": []any{map[string]any{"statement": claim + ", sharper"}}}
+		if st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", refine, &out); st/100 != 2 {
+			t.Fatalf("r1 supersedes %s: %d", claim, st)
+		}
+		return out.Message.CreatedAt
+	}
+	before := attest("cl_1").Claim.Attestations[0].At
+	superseded1 := supersede("cl_1")
+	superseded2 := supersede("cl_2")
+	after := attest("cl_2").Claim.Attestations[0].At
+
+	net.HealAll()
+	if err := net.WaitConverged(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		claim string
+		shown bool // whether r2's attestation counts
+		tie   bool // same millisecond: the CIDs decide, either way
+	}{
+		{"cl_1", before.Before(superseded1), before.Equal(superseded1)},
+		{"cl_2", after.Before(superseded2), after.Equal(superseded2)},
+	} {
+		var first []byte
+		for _, r := range net.Realms {
+			var raw json.RawMessage
+			if st := call(t, r, "GET", "/api/v1/claims/r1:"+tc.claim, nil, &raw); st != 200 {
+				t.Fatalf("%s: r1:%s: %d %s", r.Name, tc.claim, st, raw)
+			}
+			// r1 writes its own keys bare, the others prefixed.
+			got := bytes.ReplaceAll(raw, []byte(`"r1:`), []byte(`"`))
+			if first == nil {
+				first = got
+				var c claimAnswer
+				if err := json.Unmarshal(raw, &c); err != nil {
+					t.Fatal(err)
+				}
+				if c.Claim.State != "superseded" || c.Claim.SupersededBy == nil || (!tc.tie && (len(c.Claim.Attestations) == 1) != tc.shown) {
+					t.Fatalf("%s: r1:%s: %s", r.Name, tc.claim, raw)
+				}
+				continue
+			}
+			if !bytes.Equal(got, first) {
+				t.Fatalf("r1:%s differs:\n%s: %s\n%s: %s", tc.claim, net.Realms[0].Name, first, r.Name, got)
+			}
+		}
+	}
+}
