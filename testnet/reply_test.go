@@ -191,3 +191,30 @@ func TestDecisionBeforeReply(t *testing.T) {
 		t.Fatalf("r3: the reply is %q", m.Message.Status)
 	}
 }
+
+// TestOperatorsAreOfTheirRealm: every realm's operator is human:operator.
+// r1's operator answering r2's operator in r1's thread is not a self reply.
+func TestOperatorsAreOfTheirRealm(t *testing.T) {
+	net, err := Start(Config{Realms: 2, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2 := net.Realms[0], net.Realms[1]
+	openThreads(t, r1, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var out postAnswer
+	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "r2's operator"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("r2's operator replies in r1:th_1: %d %+v", st, out)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var again postAnswer
+	st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "r1's operator", "parent": out.Message.CID}, &again)
+	if st/100 != 2 {
+		t.Fatalf("r1's operator answers r2's: %d %+v", st, again)
+	}
+}

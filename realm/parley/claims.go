@@ -45,8 +45,11 @@ type claimFact struct {
 	Kind string    `json:"kind"`
 	At   time.Time `json:"at"`  // the event's author time
 	CID  string    `json:"cid"` // the event's CID
-	// By attested, sealed, or (supersede) wrote the refine.
+	// By attested, sealed, or (supersede) wrote the refine, in Realm, the
+	// event's realm: every realm's operator is human:<name>, so an identity
+	// names one speaker only together with its realm.
 	By        string              `json:"by,omitempty"`
+	Realm     protocol.Realm      `json:"realm"`
 	Verdict   string              `json:"verdict,omitempty"`
 	Extension string              `json:"extension,omitempty"`
 	Evidence  []protocol.Evidence `json:"evidence,omitempty"`
@@ -99,6 +102,11 @@ func (c *claimRec) add(f claimFact) bool {
 	return true
 }
 
+// byAuthor reports whether identity of realm wrote the claim.
+func (c *claimRec) byAuthor(realm protocol.Realm, identity string) bool {
+	return realm == c.Realm && identity == c.Author
+}
+
 // asAsserted reports whether the claim's derived fields are still those it
 // was asserted with.
 func (c *claimRec) asAsserted() bool {
@@ -125,7 +133,7 @@ func (c *claimRec) fold() {
 		var ref *protocol.Refusal
 		switch f.Kind {
 		case factAttest:
-			next, ref = protocol.ClaimAttest(c.State, f.Verdict, f.By == c.Author, len(f.Evidence) > 0)
+			next, ref = protocol.ClaimAttest(c.State, f.Verdict, c.byAuthor(f.Realm, f.By), len(f.Evidence) > 0)
 		case factRefute:
 			next, ref = protocol.ClaimRefute(c.State)
 		case factSeal:

@@ -374,3 +374,28 @@ func TestClaimLegacyRecord(t *testing.T) {
 		t.Fatalf("legacy claim after new facts: %+v", c)
 	}
 }
+
+// Every realm's operator is human:<name>, often the same name: another
+// realm's operator of that name is not the author of a claim. Its support
+// lifts the claim, and its refine cannot supersede it.
+func TestClaimAuthorIsOfItsRealm(t *testing.T) {
+	s := newTestService(t)
+	alpha := newChainWriter(t, s.st, "alpha", 2, nil)
+	beta := newChainWriter(t, s.st, "beta", 3, nil)
+	alpha.emit(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "general", Name: "General"})
+	alpha.emit(evThreadOpened, "human:operator", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Is it fast?", AuthorKind: "user",
+		Claims: []claimData{{N: 1, Statement: "it is fast"}}})
+	beta.emit(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "general", Name: "General"})
+	beta.emit(evThreadOpened, "human:operator", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "About alpha's claim", AuthorKind: "user"})
+	beta.emit(evMessagePosted, "human:operator", messageData{Thread: "th_1", N: 2, Kind: "refine", Body: "Sharper.", AuthorKind: "user",
+		RelatesTo: []string{"alpha:cl_1"}, Claims: []claimData{{N: 1, Statement: "it is fast when warm"}}})
+	beta.emit(evClaimAttested, "human:operator", attestData{Claim: "alpha:cl_1", Verdict: "supports"})
+
+	res, err := s.getClaim(context.Background(), nil, claimIDIn{ID: "alpha:cl_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Claim; c.State != protocol.ClaimSupported || c.SupersededBy != nil || len(c.Attestations) != 1 {
+		t.Fatalf("claim %s, superseded by %v, %d attestations; want supported by beta's operator, not superseded", c.State, c.SupersededBy, len(c.Attestations))
+	}
+}

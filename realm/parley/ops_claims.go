@@ -111,7 +111,7 @@ func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimRe
 		ext = in.From.Extension
 	}
 	return s.claimWrite(ctx, c.Principal, in.ID, evClaimAttested, func(cl *claimRec) (any, error) {
-		if _, ref := protocol.ClaimAttest(cl.State, in.Verdict, cl.Author == c.Principal.Identity.String(), len(in.Evidence) > 0); ref != nil {
+		if _, ref := protocol.ClaimAttest(cl.State, in.Verdict, cl.byAuthor(s.realm, c.Principal.Identity.String()), len(in.Evidence) > 0); ref != nil {
 			return nil, ref
 		}
 		return attestData{Claim: s.keyString(protocol.KeyClaim, rid{cl.Realm, cl.N}), Verdict: in.Verdict, Evidence: in.Evidence, Note: in.Note, Extension: ext}, nil

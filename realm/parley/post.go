@@ -111,7 +111,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			if !ok || pm.Thread != tid {
 				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "Message %q is not in this thread.", env.Parent).With("field", "parent")
 			}
-			if pm.Identity == p.Identity.String() && pm.Extension == ext {
+			if pid.Realm == s.realm && pm.Identity == p.Identity.String() && pm.Extension == ext {
 				return nil, protocol.Refusef(protocol.ReasonSelfReply, "%s (extension %q) cannot reply to its own message; use another extension.", pm.Identity, ext)
 			}
 			d.Parent = s.keyString(protocol.KeyMessage, pid)

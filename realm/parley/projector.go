@@ -399,10 +399,10 @@ func (p *apply) claimFact(id rid, f claimFact) error {
 	if !ok {
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}
 	}
-	if f.Kind == factSupersede && f.By != c.Author {
+	if f.Kind == factSupersede && !c.byAuthor(p.realm, f.By) {
 		return nil
 	}
-	f.At, f.CID = p.at, p.cid
+	f.At, f.CID, f.Realm = p.at, p.cid, p.realm
 	if !c.add(f) {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,7 +68,10 @@ func (c *chainWriter) sign(typ, author string, data any) ([]byte, cid.Cid) {
 		c.tb.Fatal(err)
 	}
 	c.seq++
-	ev := &protocol.Event{Realm: c.realm, Seq: c.seq, Type: typ, At: c.at, Author: c.realm + ":" + author, Data: b}
+	if !strings.HasPrefix(author, protocol.HumanPrefix+":") { // the operator is human:<name> in every realm
+		author = c.realm + ":" + author
+	}
+	ev := &protocol.Event{Realm: c.realm, Seq: c.seq, Type: typ, At: c.at, Author: author, Data: b}
 	if c.seq > 1 {
 		ev.Prev = protocol.Link{Cid: c.prev}
 	}
