@@ -182,7 +182,7 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 	for off < len(data) {
 		payload, size, ok := readRecord(data[off:], want)
 		if !ok {
-			if !newest || !tornTail(data[off:], want) {
+			if !newest || !tornTail(data[off:], want) || recordAfter(data[off+1:], want+1) {
 				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
 			}
 			if err := f.Truncate(int64(off)); err != nil {
@@ -226,6 +226,23 @@ func tornTail(rest []byte, want uint64) bool {
 	}
 	end := uint64(walHeaderSize) + uint64(size)
 	return end >= uint64(len(rest)) || allZero(rest[end:])
+}
+
+// recordAfter reports whether a readable record numbered recno starts
+// anywhere in rest. A crash cannot leave one after a torn record: the next
+// record is written only once the one before is synced. So one there means
+// that a record in the middle was damaged (a header zeroed, a length
+// changed), and what follows must not be cut off as a torn tail.
+func recordAfter(rest []byte, recno uint64) bool {
+	for i := 0; i+walHeaderSize <= len(rest); i++ {
+		if binary.LittleEndian.Uint64(rest[i+8:]) != recno {
+			continue
+		}
+		if _, _, ok := readRecord(rest[i:], recno); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // readRecord reads the record numbered want at the front of data: its

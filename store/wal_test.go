@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/binary"
 
 	"errors"
 	"fmt"
@@ -276,6 +277,14 @@ func TestWALDamaged(t *testing.T) {
 		segs:  map[uint64][]byte{1: flipAt(segmentOf(1, "a", "1", "b", "2", "c", "3"), 20)},
 		fails: true,
 	}, {
+		name:  "a zeroed header in the middle of the newest segment",
+		segs:  map[uint64][]byte{1: zeroHeader(segmentOf(1, "a", "1", "b", "2", "c", "3"), 1)},
+		fails: true,
+	}, {
+		name:  "a length past the end in the middle of the newest segment",
+		segs:  map[uint64][]byte{1: longHeader(segmentOf(1, "a", "1", "b", "2", "c", "3"), 1)},
+		fails: true,
+	}, {
 		name: "a torn last record",
 		segs: map[uint64][]byte{1: segmentOf(1, "a", "1", "b", "2")[:40]},
 		want: map[string]string{"a": "1", "b": ""},
@@ -320,6 +329,28 @@ func TestWALDamaged(t *testing.T) {
 }
 
 func flipLast(b []byte) []byte { b[len(b)-1] ^= 0xff; return b }
+
+// recordAt is where the record i (from 0) of the segment b starts.
+func recordAt(b []byte, i int) int {
+	off := 0
+	for range i {
+		off += walHeaderSize + int(binary.LittleEndian.Uint32(b[off:]))
+	}
+	return off
+}
+
+// zeroHeader zeros the header of record i, as a sector that reads back
+// empty would.
+func zeroHeader(b []byte, i int) []byte {
+	clear(b[recordAt(b, i):][:walHeaderSize])
+	return b
+}
+
+// longHeader makes record i's length run past the end of the segment.
+func longHeader(b []byte, i int) []byte {
+	b[recordAt(b, i)+3] = 0x7f
+	return b
+}
 
 func flipAt(b []byte, i int) []byte { b[i] ^= 0xff; return b }
 
