@@ -41,7 +41,10 @@ import (
 // vlen ‖ value for a set, 1 ‖ uvarint klen ‖ key for a delete. Scanning stops
 // at the first record that is short, fails its checksum or does not carry
 // the next number: the torn tail of a crash. Only the newest segment may
-// end that way.
+// end that way. A segment may also end in zeros that no record reached:
+// segments after the first are renamed from a file of zeros prepared in the
+// background (prepare), so that an append overwrites allocated blocks and
+// its fdatasync need not also commit a new file size.
 type wal struct {
 	dir   string // the segments' directory
 	dbDir string // Badger's directory, synced by checkpoints
@@ -65,7 +68,28 @@ type wal struct {
 	// done are the segments older than f: every record in them is
 	// committed to Badger, but maybe not yet synced there.
 	done []uint64
+	// spareReady says that spareName holds a zero-filled, synced file of
+	// spareSize bytes, which the next segment is renamed from: appending
+	// to it overwrites allocated blocks, so fdatasync writes the record
+	// alone rather than the file's new size too (a journal commit). It is
+	// made in the background once the current segment is half full.
+	spareReady bool
+	spareSize  int64
+	preparing  bool
+	prepared   sync.WaitGroup
+	// zeroed says that f was prepared so. The first segment after Open is
+	// not: once it holds firstPrepare bytes a spare is made, and the log
+	// moves on to it as soon as it is ready.
+	zeroed bool
 }
+
+// firstPrepare is how much of an unprepared segment is written before the
+// next is prepared: a node that writes little never makes one.
+const firstPrepare = 1 << 20
+
+// spareName is the next segment's file while it is prepared; it does not
+// end in walExt, so a crash leaves nothing replay reads.
+const spareName = "next.spare"
 
 const (
 	walDirName    = "wal"
@@ -101,6 +125,9 @@ func openWAL(db *badger.DB, dbDir string) (*wal, int, error) {
 	}
 	if err := syncDir(dbDir); err != nil { // the log's directory, new in an older store
 		return nil, 0, err
+	}
+	if err := os.Remove(filepath.Join(w.dir, spareName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("store: wal: %w", err)
 	}
 	segs, err := w.segments()
 	if err != nil {
@@ -182,6 +209,9 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 	for off < len(data) {
 		payload, size, ok := readRecord(data[off:], want)
 		if !ok {
+			if allZero(data[off:]) {
+				break // the rest of a prepared segment, never written
+			}
 			if !newest || !tornTail(data[off:], want) || recordAfter(data[off+1:], want+1) {
 				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
 			}
@@ -360,8 +390,9 @@ func (w *wal) buffer() []byte {
 	return b
 }
 
-// append writes the record and syncs it. It reports whether the segment is
-// full, so that the caller checkpoints.
+// append writes the record and syncs it. It reports whether the log should
+// move on to a new segment: this one is full, or it was not prepared and a
+// prepared one is ready.
 func (w *wal) append(r *record) (full bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -378,7 +409,51 @@ func (w *wal) append(r *record) (full bool, err error) {
 	if cap(b) <= maxKeptBuffer {
 		w.buf = b // a batch or a catch-up range; an image is not kept
 	}
-	return w.off >= w.segSize, nil
+	if w.off >= w.segSize/2 || (!w.zeroed && w.off >= firstPrepare) {
+		w.prepare()
+	}
+	return w.off >= w.segSize || (!w.zeroed && w.spareReady && w.spareSize == w.segSize), nil
+}
+
+// prepare makes the next segment's file in the background, unless it is
+// made or being made. A failure only means that the next segment starts
+// empty. Call with mu held.
+func (w *wal) prepare() {
+	if w.preparing || (w.spareReady && w.spareSize == w.segSize) {
+		return
+	}
+	w.preparing, w.spareReady = true, false
+	size := w.segSize
+	w.prepared.Go(func() {
+		err := zeroFile(filepath.Join(w.dir, spareName), size)
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.preparing = false
+		w.spareReady, w.spareSize = err == nil, size
+	})
+}
+
+// zeroFile writes a file of size zero bytes and syncs it, a few MiB at a
+// time, so that records synced meanwhile do not queue behind all of it.
+func zeroFile(name string, size int64) error {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		if off += n; off%(4<<20) == 0 || off == size {
+			if err := fsync(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startSegment closes the current segment (its records all committed to
@@ -390,7 +465,18 @@ func (w *wal) startSegment() error {
 		}
 		w.done = append(w.done, w.first)
 	}
-	f, err := os.OpenFile(filepath.Join(w.dir, segmentName(w.next)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	name := filepath.Join(w.dir, segmentName(w.next))
+	var f *os.File
+	var err error
+	zeroed := w.spareReady && w.spareSize == w.segSize
+	if zeroed {
+		w.spareReady = false
+		if err = os.Rename(filepath.Join(w.dir, spareName), name); err == nil {
+			f, err = os.OpenFile(name, os.O_RDWR, 0)
+		}
+	} else {
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
 	if err != nil {
 		return fmt.Errorf("store: wal: %w", err)
 	}
@@ -398,7 +484,7 @@ func (w *wal) startSegment() error {
 		f.Close()
 		return err
 	}
-	w.f, w.first, w.off = f, w.next, 0
+	w.f, w.first, w.off, w.zeroed = f, w.next, 0, zeroed
 	return nil
 }
 
@@ -460,6 +546,7 @@ func (w *wal) checkpointAll() error {
 }
 
 func (w *wal) close() error {
+	w.prepared.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.f.Close()

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 
 	"errors"
 	"fmt"
@@ -184,11 +185,11 @@ func TestWALTornTail(t *testing.T) {
 	dir := crashCopy(t, base, live)
 	s.Close()
 
-	segs, err := os.ReadDir(filepath.Join(dir, walDirName))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("segments %v, %v", segs, err)
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
 	}
-	name := filepath.Join(dir, walDirName, segs[0].Name())
+	name := filepath.Join(dir, walDirName, segs[0])
 	fi, err := os.Stat(name)
 	if err != nil {
 		t.Fatal(err)
@@ -464,9 +465,9 @@ func TestWALSegments(t *testing.T) {
 	if first < 10 {
 		t.Fatalf("the current segment starts at record %d: the log never moved on", first)
 	}
-	segs, err := os.ReadDir(filepath.Join(dir, walDirName))
-	if err != nil || len(segs) != 1 || segs[0].Name() != segmentName(first) {
-		t.Fatalf("segments %v, %v; want only %s", segs, err, segmentName(first))
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 || segs[0] != segmentName(first) {
+		t.Fatalf("segments %v; want only %s", segs, segmentName(first))
 	}
 	s.Close()
 	s = openTest(t, testConfig(dir), counter{})
@@ -617,4 +618,87 @@ func TestSchemaUpgrade(t *testing.T) {
 	if _, err := Open(testConfig(dir)); err == nil {
 		t.Fatal("a store of a newer layout opened")
 	}
+}
+
+// segmentFiles lists the names of the log's segments in dir, in order.
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, walDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), walExt) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestWALPreparedSegments: segments after the first are made from a file
+// of zeros prepared beforehand; a crash copy replays them, zero tails and
+// all, and a record torn inside one is cut off.
+func TestWALPreparedSegments(t *testing.T) {
+	const segSize = 64 << 10
+	live, base := newWithBase(t)
+	s := openTest(t, testConfig(live), counter{})
+	s.checkpoints.Wait()
+	// Keep every segment, as when a crash comes before any checkpoint.
+	release := make(chan struct{})
+	s.wal.mu.Lock()
+	s.wal.segSize = segSize
+	syncDB := s.wal.syncDB
+	s.wal.syncDB = func(dir string) error { <-release; return syncDB(dir) }
+	s.wal.mu.Unlock()
+	evs := submitMany(t, s, 1000)
+	s.wal.prepared.Wait()
+	for i := range 3 { // one event per record: the last is the one torn
+		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint("last ", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, se)
+	}
+	s.wal.mu.Lock()
+	off, cur, next := s.wal.off, segmentName(s.wal.first), segmentName(s.wal.next)
+	s.wal.mu.Unlock()
+	dir := crashCopy(t, base, live)
+	close(release)
+	s.Close()
+	if n := len(segmentFiles(t, dir)); n < 3 {
+		t.Fatalf("%d segments: the log did not move on", n)
+	}
+	fi, err := os.Stat(filepath.Join(dir, walDirName, cur))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != segSize || off >= segSize {
+		t.Fatalf("the current segment holds %d bytes of records in a file of %d: not prepared", off, fi.Size())
+	}
+
+	whole := t.TempDir()
+	copyFiles(t, dir, whole)
+	copyFiles(t, filepath.Join(dir, walDirName), filepath.Join(whole, walDirName))
+	// A newer, empty segment, as a cut for a direct write leaves it: the
+	// prepared one's zeros are then not the newest segment's tail.
+	if err := os.WriteFile(filepath.Join(whole, walDirName, next), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, testConfig(whole), counter{})
+	checkHolds(t, s2, evs)
+	s2.Close()
+
+	// The last record's final bytes never reached the disk.
+	name := filepath.Join(dir, walDirName, cur)
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(make([]byte, 3), off-3); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	s3 := openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s3, evs[:len(evs)-1])
 }
