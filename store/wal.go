@@ -38,7 +38,13 @@ import (
 //	len (4, LE) ‖ crc32c of recno ‖ payload (4, LE) ‖ recno (8, LE) ‖ payload
 //
 // and its payload a sequence of entries: 0 ‖ uvarint klen ‖ key ‖ uvarint
-// vlen ‖ value for a set, 1 ‖ uvarint klen ‖ key for a delete. Scanning stops
+// vlen ‖ value for a set, 1 ‖ uvarint klen ‖ key for a delete, and last, if
+// needed, 2 ‖ zeros, which pads the record to a multiple of walAlign bytes.
+// Every record so starts at a multiple of walAlign, and no header straddles
+// a sector or a page: a write cut short, by a power loss at a sector or by
+// a kill -9 at a page (the kernel copies a write page by page and stops
+// between pages for a fatal signal), leaves a header whole or unwritten.
+// Scanning stops
 // at the first record that is short, fails its checksum or does not carry
 // the next number: the torn tail of a crash. Only the newest segment may
 // end that way. A segment may also end in zeros that no record reached:
@@ -105,6 +111,10 @@ const (
 	entryOverhead = 1 + 2*binary.MaxVarintLen32
 	entrySet      = 0
 	entryDelete   = 1
+	entryPad      = 2
+	// walAlign is what every record's size is a multiple of; a power of
+	// two that divides a sector, and at least a header.
+	walAlign = walHeaderSize
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -237,8 +247,8 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 // record numbered want, is what a crash leaves of that record's append:
 // nothing but zeros (space the file system allocated but never wrote), or
 // a header numbered want (or one never written: zeros) whose record runs
-// past the end of the file or is followed by zeros only. Sector writes are
-// atomic, so a header is either the record's or zeros.
+// past the end of the file or is followed by zeros only. A header is
+// either the record's or zeros: see walAlign.
 func tornTail(rest []byte, want uint64) bool {
 	if allZero(rest) {
 		return true
@@ -310,6 +320,9 @@ func applyRecord(db *badger.DB, p []byte) error {
 	for len(p) > 0 {
 		kind := p[0]
 		p = p[1:]
+		if kind == entryPad {
+			break // the rest pads the record
+		}
 		key, rest, ok := readBytes(p)
 		if !ok {
 			return errors.New("bad entry")
@@ -351,8 +364,8 @@ type record struct {
 
 // reset starts a record in buf, grown to hold size bytes of entries.
 func (r *record) reset(buf []byte, size int) {
-	if cap(buf) < walHeaderSize+size {
-		buf = make([]byte, 0, walHeaderSize+size)
+	if cap(buf) < walHeaderSize+size+walAlign {
+		buf = make([]byte, 0, walHeaderSize+size+walAlign) // room to pad
 	}
 	r.buf = append(buf[:0], make([]byte, walHeaderSize)...)
 }
@@ -372,6 +385,17 @@ func (r *record) add(k string, w write) {
 	r.buf = append(r.buf, k...)
 	r.buf = binary.AppendUvarint(r.buf, uint64(len(w.val)))
 	r.buf = append(r.buf, w.val...)
+}
+
+// pad ends the record b with a pad entry up to a multiple of walAlign
+// bytes, if it is not one.
+func pad(b []byte) []byte {
+	n := -len(b) & (walAlign - 1)
+	if n == 0 {
+		return b
+	}
+	b = append(b, entryPad)
+	return append(b, make([]byte, n-1)...)
 }
 
 // sealRecord fills in the header of the record b as number recno.
@@ -396,7 +420,7 @@ func (w *wal) buffer() []byte {
 func (w *wal) append(r *record) (full bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := r.buf
+	b := pad(r.buf)
 	sealRecord(b, w.next)
 	if _, err := w.f.WriteAt(b, w.off); err != nil {
 		return false, fmt.Errorf("wal: %w", err)

@@ -653,16 +653,27 @@ func TestWALPreparedSegments(t *testing.T) {
 	s.wal.mu.Unlock()
 	evs := submitMany(t, s, 1000)
 	s.wal.prepared.Wait()
-	for i := range 3 { // one event per record: the last is the one torn
-		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint("last ", i)))
+	// One event per record: the last, of pages, is the one torn. It is
+	// written again until it is the current segment's last record, not
+	// one that filled the segment before.
+	var off, before int64
+	var cur, next string
+	for i := 0; i < 3 || off-before < 3*pageSize; i++ {
+		before = off
+		body := fmt.Sprint("last ", i)
+		if i >= 2 {
+			body = strings.Repeat("x", 3*pageSize)
+		}
+		s.wal.prepared.Wait()
+		se, err := s.Submit(context.Background(), draftFn("t.a", body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		evs = append(evs, se)
+		s.wal.mu.Lock()
+		off, cur, next = s.wal.off, segmentName(s.wal.first), segmentName(s.wal.next)
+		s.wal.mu.Unlock()
 	}
-	s.wal.mu.Lock()
-	off, cur, next := s.wal.off, segmentName(s.wal.first), segmentName(s.wal.next)
-	s.wal.mu.Unlock()
 	dir := crashCopy(t, base, live)
 	close(release)
 	s.Close()
@@ -689,16 +700,53 @@ func TestWALPreparedSegments(t *testing.T) {
 	checkHolds(t, s2, evs)
 	s2.Close()
 
-	// The last record's final bytes never reached the disk.
-	name := filepath.Join(dir, walDirName, cur)
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	// Every record starts at a multiple of walAlign.
+	data, err := os.ReadFile(filepath.Join(dir, walDirName, cur))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(make([]byte, 3), off-3); err != nil {
-		t.Fatal(err)
+	last := int64(0)
+	for at := int64(0); at < off; at += walHeaderSize + int64(binary.LittleEndian.Uint32(data[at:])) {
+		if at%walAlign != 0 {
+			t.Fatalf("a record starts at offset %d", at)
+		}
+		last = at
 	}
-	f.Close()
-	s3 := openTest(t, testConfig(dir), counter{})
-	checkHolds(t, s3, evs[:len(evs)-1])
+	if off-last < 3*pageSize {
+		t.Fatalf("the last record is %d bytes: it should span pages", off-last)
+	}
+	// A kill -9 stops a write between pages: the last record is cut at
+	// every page boundary it spans, or before its last byte that is not
+	// padding, and the rest of the prepared segment is still zeros. Each
+	// is a torn tail.
+	end := off
+	for data[end-1] == 0 {
+		end--
+	}
+	cuts := []int64{end - 1}
+	for p := (last + pageSize - 1) / pageSize * pageSize; p < off; p += pageSize {
+		cuts = append(cuts, p)
+	}
+	for _, cut := range cuts {
+		torn := t.TempDir()
+		copyFiles(t, dir, torn)
+		copyFiles(t, filepath.Join(dir, walDirName), filepath.Join(torn, walDirName))
+		f, err := os.OpenFile(filepath.Join(torn, walDirName, cur), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(make([]byte, off-cut), cut); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		s3, err := Open(testConfig(torn))
+		if err != nil {
+			t.Fatalf("cut at %d (record at %d): %v", cut, last, err)
+		}
+		checkHolds(t, s3, evs[:len(evs)-1])
+		s3.Close()
+	}
 }
+
+// pageSize is the unit in which the kernel copies a write into a file.
+const pageSize = 4096
