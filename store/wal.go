@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,7 +51,9 @@ import (
 // end that way. A segment may also end in zeros that no record reached:
 // segments after the first are renamed from a file of zeros prepared in the
 // background (prepare), so that an append overwrites allocated blocks and
-// its fdatasync need not also commit a new file size.
+// its fdatasync need not also commit a new file size. The log so holds
+// the disk space of two whole segments at most: the current one and the
+// spare.
 type wal struct {
 	dir   string // the segments' directory
 	dbDir string // Badger's directory, synced by checkpoints
@@ -59,6 +62,8 @@ type wal struct {
 	sync func(*os.File) error
 	// syncDB syncs Badger's files for a checkpoint: syncFiles. Tests wrap it.
 	syncDB func(dir string) error
+	// zeroFile makes a prepared segment's file: zeroFile. Tests wrap it.
+	zeroFile func(name string, size int64) error
 	// segSize is where the writer starts a new segment (walSegmentSize;
 	// tests make it small).
 	segSize int64
@@ -83,6 +88,11 @@ type wal struct {
 	spareSize  int64
 	preparing  bool
 	prepared   sync.WaitGroup
+	// prepareFailed holds off another try until the next segment starts:
+	// a disk too full for a spare would otherwise be filled and emptied
+	// again on every append.
+	prepareFailed bool
+	log           *slog.Logger
 	// zeroed says that f was prepared so. The first segment after Open is
 	// not: once it holds firstPrepare bytes a spare is made, and the log
 	// moves on to it as soon as it is ready.
@@ -128,8 +138,8 @@ func segmentName(first uint64) string { return fmt.Sprintf("%016x%s", first, wal
 // openWAL replays every record in dir's segments into db, makes Badger's
 // files durable, deletes the replayed segments and starts a new one. It
 // returns how many records it replayed.
-func openWAL(db *badger.DB, dbDir string) (*wal, int, error) {
-	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles}
+func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
+	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles, zeroFile: zeroFile, log: log}
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("store: wal: %w", err)
 	}
@@ -440,19 +450,26 @@ func (w *wal) append(r *record) (full bool, err error) {
 }
 
 // prepare makes the next segment's file in the background, unless it is
-// made or being made. A failure only means that the next segment starts
-// empty. Call with mu held.
+// made or being made, or failed for the current segment. A failure only
+// means that the next segment starts empty: the spare is removed, so that
+// it holds no disk space, and no other is tried until then. Call with mu
+// held.
 func (w *wal) prepare() {
-	if w.preparing || (w.spareReady && w.spareSize == w.segSize) {
+	if w.preparing || w.prepareFailed || (w.spareReady && w.spareSize == w.segSize) {
 		return
 	}
 	w.preparing, w.spareReady = true, false
 	size := w.segSize
 	w.prepared.Go(func() {
-		err := zeroFile(filepath.Join(w.dir, spareName), size)
+		name := filepath.Join(w.dir, spareName)
+		err := w.zeroFile(name, size)
+		if err != nil {
+			os.Remove(name)
+			w.log.Warn("store: wal: preparing the next segment failed; it starts empty", "err", err)
+		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.preparing = false
+		w.preparing, w.prepareFailed = false, err != nil
 		w.spareReady, w.spareSize = err == nil, size
 	})
 }
@@ -493,12 +510,18 @@ func (w *wal) startSegment() error {
 	var f *os.File
 	var err error
 	zeroed := w.spareReady && w.spareSize == w.segSize
+	w.spareReady, w.prepareFailed = false, false
 	if zeroed {
-		w.spareReady = false
 		if err = os.Rename(filepath.Join(w.dir, spareName), name); err == nil {
 			f, err = os.OpenFile(name, os.O_RDWR, 0)
 		}
-	} else {
+		if err != nil {
+			// The spare is gone or unusable: start the segment empty.
+			w.log.Warn("store: wal: the prepared segment could not be used; it starts empty", "err", err)
+			zeroed = false
+		}
+	}
+	if !zeroed {
 		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	}
 	if err != nil {

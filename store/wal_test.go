@@ -750,3 +750,80 @@ func TestWALPreparedSegments(t *testing.T) {
 
 // pageSize is the unit in which the kernel copies a write into a file.
 const pageSize = 4096
+
+// TestWALPrepareFails: a spare that cannot be made is removed and not tried
+// again before the next segment starts, and one that is gone when the
+// segment starts leaves it to start empty; the log goes on either way.
+func TestWALPrepareFails(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testConfig(dir), counter{})
+	s.checkpoints.Wait()
+	var mu sync.Mutex
+	tries := map[uint64]int{} // by the segment the log was in
+	s.wal.mu.Lock()
+	s.wal.segSize = 64 << 10
+	s.wal.zeroFile = func(name string, size int64) error {
+		s.wal.mu.Lock()
+		first := s.wal.first
+		s.wal.mu.Unlock()
+		mu.Lock()
+		tries[first]++
+		mu.Unlock()
+		if err := os.WriteFile(name, make([]byte, 4096), 0o600); err != nil {
+			return err
+		}
+		return errors.New("no space left on device")
+	}
+	s.wal.mu.Unlock()
+	evs := submitMany(t, s, 1000)
+	s.wal.prepared.Wait()
+	mu.Lock()
+	if len(tries) < 2 {
+		t.Fatalf("tries to prepare a spare, by segment: %v; want some in more than one", tries)
+	}
+	for first, n := range tries {
+		if n > 1 {
+			t.Fatalf("%d tries to prepare a spare while in the segment of record %d", n, first)
+		}
+	}
+	mu.Unlock()
+	if _, err := os.Stat(filepath.Join(dir, walDirName, spareName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed spare was left: %v", err)
+	}
+
+	// A spare prepared, then removed before the segment starts.
+	s.wal.mu.Lock()
+	s.wal.zeroFile = zeroFile
+	s.wal.mu.Unlock()
+	for {
+		s.wal.mu.Lock()
+		ready := s.wal.spareReady
+		s.wal.mu.Unlock()
+		if ready {
+			break
+		}
+		evs = append(evs, submitMany(t, s, 16)...)
+		s.wal.prepared.Wait()
+	}
+	if err := os.Remove(filepath.Join(dir, walDirName, spareName)); err != nil {
+		t.Fatal(err)
+	}
+	s.wal.mu.Lock()
+	first := s.wal.first
+	s.wal.mu.Unlock()
+	for moved := false; !moved; {
+		evs = append(evs, submitMany(t, s, 16)...)
+		if err := s.failure(); err != nil {
+			t.Fatal(err)
+		}
+		s.wal.mu.Lock()
+		moved = s.wal.first != first
+		s.wal.mu.Unlock()
+	}
+	if err := s.failure(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, evs)
+}
