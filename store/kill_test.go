@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,6 +18,22 @@ import (
 )
 
 const killEnv = "RELAY_STORE_KILL_DIR"
+
+// killSegSize is the child's segment size.
+const killSegSize = 128 << 10
+
+// anyPrepared reports whether the log in dir holds a segment of exactly
+// size bytes: one made from a prepared file, not appended to.
+func anyPrepared(t *testing.T, dir string, size int64) bool {
+	t.Helper()
+	for _, name := range segmentFiles(t, dir) {
+		fi, err := os.Stat(filepath.Join(dir, walDirName, name))
+		if err == nil && fi.Size() == size {
+			return true
+		}
+	}
+	return false
+}
 
 // TestKillChild is the child of TestKill9: it writes as fast as 32 writers
 // can and prints each CID once Submit has acknowledged it, until killed.
@@ -33,6 +50,11 @@ func TestKillChild(t *testing.T) {
 		os.Exit(2)
 	}
 	s.Register(counter{})
+	// Small segments, so that the kill finds the log moving on to
+	// prepared segments, and checkpoints retiring the old ones.
+	s.wal.mu.Lock()
+	s.wal.segSize = killSegSize
+	s.wal.mu.Unlock()
 	var mu sync.Mutex
 	types := []string{"t.a", "t.b", "t.c"}
 	for w := range 32 {
@@ -116,6 +138,9 @@ wait:
 		beforeKill, time.Since(start).Round(time.Millisecond), len(acked)-beforeKill, werr, bad)
 	if len(acked) == 0 {
 		t.Fatalf("no acks: %s", stderr.String())
+	}
+	if !anyPrepared(t, dir, killSegSize) {
+		t.Error("the child's log never moved on to a prepared segment")
 	}
 
 	s := openTest(t, testConfig(dir), counter{})

@@ -155,7 +155,7 @@ func Open(cfg Config) (*Store, error) {
 	walReplayed := 0
 	if !cfg.InMemory {
 		var replayed int
-		if w, replayed, err = openWAL(db, cfg.Dir); err != nil {
+		if w, replayed, err = openWAL(db, cfg.Dir, cfg.Logger); err != nil {
 			db.Close()
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,10 +39,21 @@ import (
 //	len (4, LE) ‖ crc32c of recno ‖ payload (4, LE) ‖ recno (8, LE) ‖ payload
 //
 // and its payload a sequence of entries: 0 ‖ uvarint klen ‖ key ‖ uvarint
-// vlen ‖ value for a set, 1 ‖ uvarint klen ‖ key for a delete. Scanning stops
+// vlen ‖ value for a set, 1 ‖ uvarint klen ‖ key for a delete, and last, if
+// needed, 2 ‖ zeros, which pads the record to a multiple of walAlign bytes.
+// Every record so starts at a multiple of walAlign, and no header straddles
+// a sector or a page: a write cut short, by a power loss at a sector or by
+// a kill -9 at a page (the kernel copies a write page by page and stops
+// between pages for a fatal signal), leaves a header whole or unwritten.
+// Scanning stops
 // at the first record that is short, fails its checksum or does not carry
 // the next number: the torn tail of a crash. Only the newest segment may
-// end that way.
+// end that way. A segment may also end in zeros that no record reached:
+// segments after the first are renamed from a file of zeros prepared in the
+// background (prepare), so that an append overwrites allocated blocks and
+// its fdatasync need not also commit a new file size. The log so holds
+// the disk space of two whole segments at most: the current one and the
+// spare.
 type wal struct {
 	dir   string // the segments' directory
 	dbDir string // Badger's directory, synced by checkpoints
@@ -50,6 +62,8 @@ type wal struct {
 	sync func(*os.File) error
 	// syncDB syncs Badger's files for a checkpoint: syncFiles. Tests wrap it.
 	syncDB func(dir string) error
+	// zeroFile makes a prepared segment's file: zeroFile. Tests wrap it.
+	zeroFile func(name string, size int64) error
 	// segSize is where the writer starts a new segment (walSegmentSize;
 	// tests make it small).
 	segSize int64
@@ -65,7 +79,33 @@ type wal struct {
 	// done are the segments older than f: every record in them is
 	// committed to Badger, but maybe not yet synced there.
 	done []uint64
+	// spareReady says that spareName holds a zero-filled, synced file of
+	// spareSize bytes, which the next segment is renamed from: appending
+	// to it overwrites allocated blocks, so fdatasync writes the record
+	// alone rather than the file's new size too (a journal commit). It is
+	// made in the background once the current segment is half full.
+	spareReady bool
+	spareSize  int64
+	preparing  bool
+	prepared   sync.WaitGroup
+	// prepareFailed holds off another try until the next segment starts:
+	// a disk too full for a spare would otherwise be filled and emptied
+	// again on every append.
+	prepareFailed bool
+	log           *slog.Logger
+	// zeroed says that f was prepared so. The first segment after Open is
+	// not: once it holds firstPrepare bytes a spare is made, and the log
+	// moves on to it as soon as it is ready.
+	zeroed bool
 }
+
+// firstPrepare is how much of an unprepared segment is written before the
+// next is prepared: a node that writes little never makes one.
+const firstPrepare = 1 << 20
+
+// spareName is the next segment's file while it is prepared; it does not
+// end in walExt, so a crash leaves nothing replay reads.
+const spareName = "next.spare"
 
 const (
 	walDirName    = "wal"
@@ -81,6 +121,10 @@ const (
 	entryOverhead = 1 + 2*binary.MaxVarintLen32
 	entrySet      = 0
 	entryDelete   = 1
+	entryPad      = 2
+	// walAlign is what every record's size is a multiple of; a power of
+	// two that divides a sector, and at least a header.
+	walAlign = walHeaderSize
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -94,13 +138,16 @@ func segmentName(first uint64) string { return fmt.Sprintf("%016x%s", first, wal
 // openWAL replays every record in dir's segments into db, makes Badger's
 // files durable, deletes the replayed segments and starts a new one. It
 // returns how many records it replayed.
-func openWAL(db *badger.DB, dbDir string) (*wal, int, error) {
-	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles}
+func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
+	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles, zeroFile: zeroFile, log: log}
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("store: wal: %w", err)
 	}
 	if err := syncDir(dbDir); err != nil { // the log's directory, new in an older store
 		return nil, 0, err
+	}
+	if err := os.Remove(filepath.Join(w.dir, spareName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, 0, fmt.Errorf("store: wal: %w", err)
 	}
 	segs, err := w.segments()
 	if err != nil {
@@ -182,6 +229,9 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 	for off < len(data) {
 		payload, size, ok := readRecord(data[off:], want)
 		if !ok {
+			if allZero(data[off:]) {
+				break // the rest of a prepared segment, never written
+			}
 			if !newest || !tornTail(data[off:], want) || recordAfter(data[off+1:], want+1) {
 				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
 			}
@@ -207,8 +257,8 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 // record numbered want, is what a crash leaves of that record's append:
 // nothing but zeros (space the file system allocated but never wrote), or
 // a header numbered want (or one never written: zeros) whose record runs
-// past the end of the file or is followed by zeros only. Sector writes are
-// atomic, so a header is either the record's or zeros.
+// past the end of the file or is followed by zeros only. A header is
+// either the record's or zeros: see walAlign.
 func tornTail(rest []byte, want uint64) bool {
 	if allZero(rest) {
 		return true
@@ -280,6 +330,9 @@ func applyRecord(db *badger.DB, p []byte) error {
 	for len(p) > 0 {
 		kind := p[0]
 		p = p[1:]
+		if kind == entryPad {
+			break // the rest pads the record
+		}
 		key, rest, ok := readBytes(p)
 		if !ok {
 			return errors.New("bad entry")
@@ -321,8 +374,8 @@ type record struct {
 
 // reset starts a record in buf, grown to hold size bytes of entries.
 func (r *record) reset(buf []byte, size int) {
-	if cap(buf) < walHeaderSize+size {
-		buf = make([]byte, 0, walHeaderSize+size)
+	if cap(buf) < walHeaderSize+size+walAlign {
+		buf = make([]byte, 0, walHeaderSize+size+walAlign) // room to pad
 	}
 	r.buf = append(buf[:0], make([]byte, walHeaderSize)...)
 }
@@ -344,6 +397,17 @@ func (r *record) add(k string, w write) {
 	r.buf = append(r.buf, w.val...)
 }
 
+// pad ends the record b with a pad entry up to a multiple of walAlign
+// bytes, if it is not one.
+func pad(b []byte) []byte {
+	n := -len(b) & (walAlign - 1)
+	if n == 0 {
+		return b
+	}
+	b = append(b, entryPad)
+	return append(b, make([]byte, n-1)...)
+}
+
 // sealRecord fills in the header of the record b as number recno.
 func sealRecord(b []byte, recno uint64) {
 	binary.LittleEndian.PutUint32(b, uint32(len(b)-walHeaderSize))
@@ -360,12 +424,13 @@ func (w *wal) buffer() []byte {
 	return b
 }
 
-// append writes the record and syncs it. It reports whether the segment is
-// full, so that the caller checkpoints.
+// append writes the record and syncs it. It reports whether the log should
+// move on to a new segment: this one is full, or it was not prepared and a
+// prepared one is ready.
 func (w *wal) append(r *record) (full bool, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	b := r.buf
+	b := pad(r.buf)
 	sealRecord(b, w.next)
 	if _, err := w.f.WriteAt(b, w.off); err != nil {
 		return false, fmt.Errorf("wal: %w", err)
@@ -378,7 +443,58 @@ func (w *wal) append(r *record) (full bool, err error) {
 	if cap(b) <= maxKeptBuffer {
 		w.buf = b // a batch or a catch-up range; an image is not kept
 	}
-	return w.off >= w.segSize, nil
+	if w.off >= w.segSize/2 || (!w.zeroed && w.off >= firstPrepare) {
+		w.prepare()
+	}
+	return w.off >= w.segSize || (!w.zeroed && w.spareReady && w.spareSize == w.segSize), nil
+}
+
+// prepare makes the next segment's file in the background, unless it is
+// made or being made, or failed for the current segment. A failure only
+// means that the next segment starts empty: the spare is removed, so that
+// it holds no disk space, and no other is tried until then. Call with mu
+// held.
+func (w *wal) prepare() {
+	if w.preparing || w.prepareFailed || (w.spareReady && w.spareSize == w.segSize) {
+		return
+	}
+	w.preparing, w.spareReady = true, false
+	size := w.segSize
+	w.prepared.Go(func() {
+		name := filepath.Join(w.dir, spareName)
+		err := w.zeroFile(name, size)
+		if err != nil {
+			os.Remove(name)
+			w.log.Warn("store: wal: preparing the next segment failed; it starts empty", "err", err)
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.preparing, w.prepareFailed = false, err != nil
+		w.spareReady, w.spareSize = err == nil, size
+	})
+}
+
+// zeroFile writes a file of size zero bytes and syncs it, a few MiB at a
+// time, so that records synced meanwhile do not queue behind all of it.
+func zeroFile(name string, size int64) error {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; {
+		n := min(int64(len(zeros)), size-off)
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return err
+		}
+		if off += n; off%(4<<20) == 0 || off == size {
+			if err := fsync(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // startSegment closes the current segment (its records all committed to
@@ -390,7 +506,24 @@ func (w *wal) startSegment() error {
 		}
 		w.done = append(w.done, w.first)
 	}
-	f, err := os.OpenFile(filepath.Join(w.dir, segmentName(w.next)), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	name := filepath.Join(w.dir, segmentName(w.next))
+	var f *os.File
+	var err error
+	zeroed := w.spareReady && w.spareSize == w.segSize
+	w.spareReady, w.prepareFailed = false, false
+	if zeroed {
+		if err = os.Rename(filepath.Join(w.dir, spareName), name); err == nil {
+			f, err = os.OpenFile(name, os.O_RDWR, 0)
+		}
+		if err != nil {
+			// The spare is gone or unusable: start the segment empty.
+			w.log.Warn("store: wal: the prepared segment could not be used; it starts empty", "err", err)
+			zeroed = false
+		}
+	}
+	if !zeroed {
+		f, err = os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
 	if err != nil {
 		return fmt.Errorf("store: wal: %w", err)
 	}
@@ -398,7 +531,7 @@ func (w *wal) startSegment() error {
 		f.Close()
 		return err
 	}
-	w.f, w.first, w.off = f, w.next, 0
+	w.f, w.first, w.off, w.zeroed = f, w.next, 0, zeroed
 	return nil
 }
 
@@ -460,6 +593,7 @@ func (w *wal) checkpointAll() error {
 }
 
 func (w *wal) close() error {
+	w.prepared.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.f.Close()

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/binary"
+	"strings"
 
 	"errors"
 	"fmt"
@@ -184,11 +185,11 @@ func TestWALTornTail(t *testing.T) {
 	dir := crashCopy(t, base, live)
 	s.Close()
 
-	segs, err := os.ReadDir(filepath.Join(dir, walDirName))
-	if err != nil || len(segs) != 1 {
-		t.Fatalf("segments %v, %v", segs, err)
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 {
+		t.Fatalf("segments %v", segs)
 	}
-	name := filepath.Join(dir, walDirName, segs[0].Name())
+	name := filepath.Join(dir, walDirName, segs[0])
 	fi, err := os.Stat(name)
 	if err != nil {
 		t.Fatal(err)
@@ -464,9 +465,9 @@ func TestWALSegments(t *testing.T) {
 	if first < 10 {
 		t.Fatalf("the current segment starts at record %d: the log never moved on", first)
 	}
-	segs, err := os.ReadDir(filepath.Join(dir, walDirName))
-	if err != nil || len(segs) != 1 || segs[0].Name() != segmentName(first) {
-		t.Fatalf("segments %v, %v; want only %s", segs, err, segmentName(first))
+	segs := segmentFiles(t, dir)
+	if len(segs) != 1 || segs[0] != segmentName(first) {
+		t.Fatalf("segments %v; want only %s", segs, segmentName(first))
 	}
 	s.Close()
 	s = openTest(t, testConfig(dir), counter{})
@@ -617,4 +618,212 @@ func TestSchemaUpgrade(t *testing.T) {
 	if _, err := Open(testConfig(dir)); err == nil {
 		t.Fatal("a store of a newer layout opened")
 	}
+}
+
+// segmentFiles lists the names of the log's segments in dir, in order.
+func segmentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(dir, walDirName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), walExt) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// TestWALPreparedSegments: segments after the first are made from a file
+// of zeros prepared beforehand; a crash copy replays them, zero tails and
+// all, and a record torn inside one is cut off.
+func TestWALPreparedSegments(t *testing.T) {
+	const segSize = 64 << 10
+	live, base := newWithBase(t)
+	s := openTest(t, testConfig(live), counter{})
+	s.checkpoints.Wait()
+	// Keep every segment, as when a crash comes before any checkpoint.
+	release := make(chan struct{})
+	s.wal.mu.Lock()
+	s.wal.segSize = segSize
+	syncDB := s.wal.syncDB
+	s.wal.syncDB = func(dir string) error { <-release; return syncDB(dir) }
+	s.wal.mu.Unlock()
+	evs := submitMany(t, s, 1000)
+	s.wal.prepared.Wait()
+	// One event per record: the last, of pages, is the one torn. It is
+	// written again until it is the current segment's last record, not
+	// one that filled the segment before.
+	var off, before int64
+	var cur, next string
+	for i := 0; i < 3 || off-before < 3*pageSize; i++ {
+		before = off
+		body := fmt.Sprint("last ", i)
+		if i >= 2 {
+			body = strings.Repeat("x", 3*pageSize)
+		}
+		s.wal.prepared.Wait()
+		se, err := s.Submit(context.Background(), draftFn("t.a", body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, se)
+		s.wal.mu.Lock()
+		off, cur, next = s.wal.off, segmentName(s.wal.first), segmentName(s.wal.next)
+		s.wal.mu.Unlock()
+	}
+	dir := crashCopy(t, base, live)
+	close(release)
+	s.Close()
+	if n := len(segmentFiles(t, dir)); n < 3 {
+		t.Fatalf("%d segments: the log did not move on", n)
+	}
+	fi, err := os.Stat(filepath.Join(dir, walDirName, cur))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != segSize || off >= segSize {
+		t.Fatalf("the current segment holds %d bytes of records in a file of %d: not prepared", off, fi.Size())
+	}
+
+	whole := t.TempDir()
+	copyFiles(t, dir, whole)
+	copyFiles(t, filepath.Join(dir, walDirName), filepath.Join(whole, walDirName))
+	// A newer, empty segment, as a cut for a direct write leaves it: the
+	// prepared one's zeros are then not the newest segment's tail.
+	if err := os.WriteFile(filepath.Join(whole, walDirName, next), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openTest(t, testConfig(whole), counter{})
+	checkHolds(t, s2, evs)
+	s2.Close()
+
+	// Every record starts at a multiple of walAlign.
+	data, err := os.ReadFile(filepath.Join(dir, walDirName, cur))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := int64(0)
+	for at := int64(0); at < off; at += walHeaderSize + int64(binary.LittleEndian.Uint32(data[at:])) {
+		if at%walAlign != 0 {
+			t.Fatalf("a record starts at offset %d", at)
+		}
+		last = at
+	}
+	if off-last < 3*pageSize {
+		t.Fatalf("the last record is %d bytes: it should span pages", off-last)
+	}
+	// A kill -9 stops a write between pages: the last record is cut at
+	// every page boundary it spans, or before its last byte that is not
+	// padding, and the rest of the prepared segment is still zeros. Each
+	// is a torn tail.
+	end := off
+	for data[end-1] == 0 {
+		end--
+	}
+	cuts := []int64{end - 1}
+	for p := (last + pageSize - 1) / pageSize * pageSize; p < off; p += pageSize {
+		cuts = append(cuts, p)
+	}
+	for _, cut := range cuts {
+		torn := t.TempDir()
+		copyFiles(t, dir, torn)
+		copyFiles(t, filepath.Join(dir, walDirName), filepath.Join(torn, walDirName))
+		f, err := os.OpenFile(filepath.Join(torn, walDirName, cur), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(make([]byte, off-cut), cut); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		s3, err := Open(testConfig(torn))
+		if err != nil {
+			t.Fatalf("cut at %d (record at %d): %v", cut, last, err)
+		}
+		checkHolds(t, s3, evs[:len(evs)-1])
+		s3.Close()
+	}
+}
+
+// pageSize is the unit in which the kernel copies a write into a file.
+const pageSize = 4096
+
+// TestWALPrepareFails: a spare that cannot be made is removed and not tried
+// again before the next segment starts, and one that is gone when the
+// segment starts leaves it to start empty; the log goes on either way.
+func TestWALPrepareFails(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testConfig(dir), counter{})
+	s.checkpoints.Wait()
+	var mu sync.Mutex
+	tries := map[uint64]int{} // by the segment the log was in
+	s.wal.mu.Lock()
+	s.wal.segSize = 64 << 10
+	s.wal.zeroFile = func(name string, size int64) error {
+		s.wal.mu.Lock()
+		first := s.wal.first
+		s.wal.mu.Unlock()
+		mu.Lock()
+		tries[first]++
+		mu.Unlock()
+		if err := os.WriteFile(name, make([]byte, 4096), 0o600); err != nil {
+			return err
+		}
+		return errors.New("no space left on device")
+	}
+	s.wal.mu.Unlock()
+	evs := submitMany(t, s, 1000)
+	s.wal.prepared.Wait()
+	mu.Lock()
+	if len(tries) < 2 {
+		t.Fatalf("tries to prepare a spare, by segment: %v; want some in more than one", tries)
+	}
+	for first, n := range tries {
+		if n > 1 {
+			t.Fatalf("%d tries to prepare a spare while in the segment of record %d", n, first)
+		}
+	}
+	mu.Unlock()
+	if _, err := os.Stat(filepath.Join(dir, walDirName, spareName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed spare was left: %v", err)
+	}
+
+	// A spare prepared, then removed before the segment starts.
+	s.wal.mu.Lock()
+	s.wal.zeroFile = zeroFile
+	s.wal.mu.Unlock()
+	for {
+		s.wal.mu.Lock()
+		ready := s.wal.spareReady
+		s.wal.mu.Unlock()
+		if ready {
+			break
+		}
+		evs = append(evs, submitMany(t, s, 16)...)
+		s.wal.prepared.Wait()
+	}
+	if err := os.Remove(filepath.Join(dir, walDirName, spareName)); err != nil {
+		t.Fatal(err)
+	}
+	s.wal.mu.Lock()
+	first := s.wal.first
+	s.wal.mu.Unlock()
+	for moved := false; !moved; {
+		evs = append(evs, submitMany(t, s, 16)...)
+		if err := s.failure(); err != nil {
+			t.Fatal(err)
+		}
+		s.wal.mu.Lock()
+		moved = s.wal.first != first
+		s.wal.mu.Unlock()
+	}
+	if err := s.failure(); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openTest(t, testConfig(dir), counter{})
+	checkHolds(t, s, evs)
 }
