@@ -193,7 +193,8 @@ func TestDecisionBeforeReply(t *testing.T) {
 }
 
 // TestOperatorsAreOfTheirRealm: every realm's operator is human:operator.
-// r1's operator answering r2's operator in r1's thread is not a self reply.
+// r2's operator asking in r1's thread leaves it awaiting r1's operator, in
+// r1's operator's inbox, and r1's operator answering is not a self reply.
 func TestOperatorsAreOfTheirRealm(t *testing.T) {
 	net, err := Start(Config{Realms: 2, Topology: Mesh})
 	if err != nil {
@@ -206,11 +207,26 @@ func TestOperatorsAreOfTheirRealm(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out postAnswer
-	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "r2's operator"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "ask", "body": "r2's operator"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
 		t.Fatalf("r2's operator replies in r1:th_1: %d %+v", st, out)
 	}
 	if err := net.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+	type inbox struct {
+		Threads []struct {
+			ID string `json:"id"`
+		} `json:"threads"`
+		Replies []struct {
+			CID string `json:"cid"`
+		} `json:"replies"`
+	}
+	var in1, in2 inbox
+	if st := call(t, r1, "GET", "/api/v1/inbox?since=0", nil, &in1); st != http.StatusOK || len(in1.Threads) != 1 || in1.Threads[0].ID != "th_1" || len(in1.Replies) != 0 {
+		t.Fatalf("r1's operator's inbox: %d %+v; want th_1, awaiting a reply to r2's operator, and no reply of r2's", st, in1)
+	}
+	if st := call(t, r2, "GET", "/api/v1/inbox?since=0", nil, &in2); st != http.StatusOK || len(in2.Replies) != 1 || in2.Replies[0].CID != out.Message.CID {
+		t.Fatalf("r2's operator's inbox: %d %+v; want its reply, decided", st, in2)
 	}
 	var again postAnswer
 	st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "r1's operator", "parent": out.Message.CID}, &again)

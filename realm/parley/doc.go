@@ -38,7 +38,9 @@
 //     which still holds them as before the op.
 //   - The participation index (p/pa/pt/) is written when an author joins
 //     a thread whose last message was not theirs; when it was, the key
-//     exists already.
+//     exists already. It and the decided replies (p/pa/rx/) serve the
+//     inbox of this realm's identities, so only this realm's events write
+//     them: every realm's operator is human:<name>, often the same name.
 //
 // # Keys
 //
@@ -51,7 +53,8 @@
 //	p/pa/tc/<thread key><seq 8>     a thread's claims
 //	p/pa/th/<thread key><seq 8>     a thread's state history
 //	p/pa/bt/<board 8><thread key>   a board's threads
-//	p/pa/pt/<identity>\0<thread key> threads an identity took part in
+//	p/pa/pt/<identity>\0<thread key> threads an identity of this realm took part in
+//	p/pa/rx/<identity>\0<seq 8>     its replies another realm decided on
 //	p/pa/cid/<cid bytes>            record key by CID
 //	l/pa/inbox/<identity>\0<ext>    inbox cursor (local only)
 //	l/pa/ext/<identity>             remembered extensions (local only)

@@ -72,7 +72,7 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 			if err != nil || !ok {
 				return err
 			}
-			if awaits(&t, me, in.Extension) && t.Last.Sequence > out.Since && t.Last.At.After(sinceTime) {
+			if awaits(&t, s.realm, me, in.Extension) && t.Last.Sequence > out.Since && t.Last.At.After(sinceTime) {
 				ts = append(ts, &t)
 			}
 			return nil
@@ -107,14 +107,15 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 	return out, err
 }
 
-// awaits reports whether a thread awaits a reply from identity (and, when
-// given, its extension): the last act expects a reply, the thread is not
-// locked or set aside, and the last message is not the caller's own.
-func awaits(t *threadRec, identity, ext string) bool {
+// awaits reports whether a thread awaits a reply from identity of realm
+// (and, when given, its extension): the last act expects a reply, the
+// thread is not locked or set aside, and the last message is not the
+// caller's own.
+func awaits(t *threadRec, realm protocol.Realm, identity, ext string) bool {
 	if !t.Awaiting || t.State.Locked() || protocol.IsSide(t.State.State) {
 		return false
 	}
-	if t.Last.Identity != identity {
+	if t.Last.Realm != realm || t.Last.Identity != identity {
 		return true
 	}
 	return ext != "" && t.Last.Extension != ext

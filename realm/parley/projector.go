@@ -9,7 +9,10 @@ import (
 )
 
 // projector keeps the Parley records in step with the event log.
-type projector struct{ r *records }
+type projector struct {
+	r    *records
+	home protocol.Realm // this node's realm
+}
 
 var _ store.Projector = projector{}
 
@@ -20,7 +23,7 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // thread's realm, and a claim is sealed only by its own realm.
 func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
-	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), at: ev.Time(), cid: protocol.CIDString(se.CID)}
+	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, at: ev.Time(), cid: protocol.CIDString(se.CID)}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
@@ -81,6 +84,7 @@ type apply struct {
 	r     *records
 	se    *store.StoredEvent
 	realm protocol.Realm
+	home  protocol.Realm // this node's realm
 	at    time.Time
 	cid   string
 	by    string // the author when not the event's (a decision applied early)
@@ -310,8 +314,12 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 // an insert on the store's writer for nothing. In other cases the key is
 // written without a read first: a read that misses the op's and the
 // batch's writes goes to Badger and costs more than the write it saves.
+//
+// Only this realm's events are indexed: the index serves the inbox of this
+// realm's identities, whose messages are all events of this realm, and
+// another realm's operator is human:<name> too, often the same name.
 func (p *apply) participate(old *threadRec, identity string, tid rid) error {
-	if old != nil && old.Messages > 0 && old.Last.Identity == identity {
+	if p.realm != p.home || old != nil && old.Messages > 0 && old.Last.Realm == p.realm && old.Last.Identity == identity {
 		return nil
 	}
 	k := append(append(append(make([]byte, 0, len(pfxPart)+len(identity)+1+len(tid.Realm)+9), pfxPart...), identity...), 0)

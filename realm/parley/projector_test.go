@@ -313,37 +313,60 @@ var participationTests = []struct {
 // The participation index holds every author of a thread's messages, the
 // opener included, whether or not their key was written again (join skips
 // it when the thread's last message was theirs already), and only them.
+// Only this realm's events are indexed: a thread written by another
+// realm's identities indexes nothing here.
 func TestParticipationIndexed(t *testing.T) {
+	ctx := context.Background()
 	for _, tt := range participationTests {
 		t.Run(tt.name, func(t *testing.T) {
+			s := newTestService(t)
+			opened, err := s.post(ctx, agent(t, "alice"), "lobby", &protocol.Envelope{Kind: protocol.ActAsk, Body: "Where does the time go?"}, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]bool{"test:alice": true} // the opener
+			for _, a := range tt.authors {
+				env := &protocol.Envelope{Kind: protocol.ActNote, Body: "a note from " + a, Thread: protocol.KeyRef(opened.Thread.ID)}
+				if _, err := s.post(ctx, agent(t, a), "", env, ""); err != nil {
+					t.Fatal(err)
+				}
+				want["test:"+a] = true
+			}
+			if got := participants(t, s, rid{testRealm, 1}); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("participants %v, want %v", got, want)
+			}
+
 			i := 0
 			f := newCatchUpFeed(t, func(int) string { a := tt.authors[i%len(tt.authors)]; i++; return a })
 			for range tt.authors {
 				f.ingest(f.next(1))
 			}
-			want := map[string]bool{"peer:alice": true} // the opener
-			for _, a := range tt.authors {
-				want["peer:"+a] = true
-			}
-			got := map[string]bool{}
-			err := f.s.st.View(func(tx *store.Tx) error {
-				return tx.Iterate(pfxPart, false, func(k, _ []byte) error {
-					who, thread, _ := bytes.Cut(k[len(pfxPart):], []byte{0})
-					if tid := decodeRid(thread); tid != (rid{"peer", 1}) {
-						t.Errorf("key %q: thread %v", k, tid)
-					}
-					got[string(who)] = true
-					return nil
-				})
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("participants %v, want %v", got, want)
+			if got := participants(t, f.s, rid{"peer", 1}); len(got) != 0 {
+				t.Fatalf("another realm's thread indexed %v", got)
 			}
 		})
 	}
+}
+
+// participants is who the participation index lists, by thread tid; it
+// fails on a key of another thread.
+func participants(t *testing.T, s *Service, tid rid) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	err := s.st.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxPart, false, func(k, _ []byte) error {
+			who, thread, _ := bytes.Cut(k[len(pfxPart):], []byte{0})
+			if got := decodeRid(thread); got != tid {
+				t.Errorf("key %q: thread %v", k, got)
+			}
+			got[string(who)] = true
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // The key builders write what key() writes from the parts.

@@ -146,11 +146,14 @@ func (p *apply) decision(d decisionData, accepted bool) error {
 }
 
 // settle records a decided reply: into the thread, or refused with why. The
-// author's inbox lists it either way.
+// author's inbox lists it either way, at the author's realm only: another
+// realm's operator is human:<name> too, often the same name.
 func (p *apply) settle(m *messageRec, dec decisionRec) error {
 	mid := rid{m.Realm, m.N}
-	if err := p.tx.Set(key(pfxDecided, []byte(m.Identity), []byte{0}, u64(p.se.Sequence)), mid.bytes()); err != nil {
-		return err
+	if m.Realm == p.home {
+		if err := p.tx.Set(key(pfxDecided, []byte(m.Identity), []byte{0}, u64(p.se.Sequence)), mid.bytes()); err != nil {
+			return err
+		}
 	}
 	if !dec.Accepted {
 		m.Status = ReplyRefused

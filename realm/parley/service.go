@@ -59,7 +59,7 @@ func New(st *store.Store, cfg Config) *Service {
 		cfg.OnFeature = func(Feature) {}
 	}
 	s := &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger, recs: newRecords()}
-	st.Register(projector{r: s.recs})
+	st.Register(projector{r: s.recs, home: s.realm})
 	s.decider = newDecider(s)
 	st.Watch(s.decider.committed)
 	return s
