@@ -1,7 +1,10 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,4 +139,59 @@ func typeName(v any) string {
 		return "object"
 	}
 	return "unknown"
+}
+
+// bindRefusal turns an error of decoding the arguments into an input's Go
+// type into invalid_body. The schema admitted them, so what is left is a
+// value the Go type cannot hold: a negative or too large number for an
+// unsigned or sized integer, a fraction for an integer. It names the field
+// as encoding/json knows it, members joined by dots (its path has no array
+// indexes), and never the Go types.
+func bindRefusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ute *json.UnmarshalTypeError
+	if !errors.As(err, &ute) || ute.Field == "" {
+		return protocol.Refusef(protocol.ReasonInvalidBody, "The arguments do not fit the operation's input: %s.", jsonErrorText(err)).With("rule", "type")
+	}
+	want, rule := goJSONType(ute.Type), "type"
+	if num, ok := strings.CutPrefix(ute.Value, "number "); ok && want == "integer" {
+		switch {
+		case strings.HasPrefix(num, "-"):
+			rule = "minimum"
+		case !strings.ContainsAny(num, ".eE"), strings.ContainsAny(num, "eE") && !strings.Contains(num, "-"):
+			rule = "maximum"
+		}
+		if rule != "type" {
+			return invalidField(ute.Field, rule, "Field %q cannot hold %s: it is out of range.", ute.Field, num)
+		}
+	}
+	return invalidField(ute.Field, rule, "Field %q must be of type %s, not %s.", ute.Field, want, ute.Value)
+}
+
+// jsonErrorText is err's text without encoding/json's prefix.
+func jsonErrorText(err error) string {
+	return strings.TrimPrefix(err.Error(), "json: ")
+}
+
+// goJSONType is the JSON type a Go type decodes from.
+func goJSONType(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	case reflect.String:
+		return "string"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	}
+	return "object"
 }

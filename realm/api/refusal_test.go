@@ -188,3 +188,35 @@ func TestFastPathRefusesAsValidator(t *testing.T) {
 		})
 	}
 }
+
+// A value the schema admits but the input's Go type cannot hold is refused
+// naming its field and rule, never the Go types.
+func TestBindRefusal(t *testing.T) {
+	type item struct {
+		K int8 `json:"k"`
+	}
+	type in struct {
+		N uint64 `json:"n,omitempty"`
+		I int8   `json:"i,omitempty"`
+		L []item `json:"l,omitempty"`
+	}
+	op := Define("post_bind", http.MethodPost, "/bind", "test", Public, func(context.Context, *Call, in) (struct{}, error) { return struct{}{}, nil })
+	NewRegistry().Add(op)
+	for _, tc := range []struct{ args, field, rule string }{
+		{`{"n":-1}`, "n", "minimum"},
+		{`{"n":-2e3}`, "n", "minimum"},
+		{`{"n":1e300}`, "n", "maximum"},
+		{`{"i":300}`, "i", "maximum"},
+		{`{"l":[{"k":1},{"k":-200}]}`, "l[1].k", "minimum"}, // the schema bounds an int8
+	} {
+		_, err := NewRegistry().Invoke(context.Background(), nil, op, json.RawMessage(tc.args))
+		var ref *protocol.Refusal
+		if !errors.As(err, &ref) || ref.Reason != protocol.ReasonInvalidBody || ref.Details["field"] != tc.field || ref.Details["rule"] != tc.rule {
+			t.Errorf("%s: %v, want field %q, rule %s", tc.args, err, tc.field, tc.rule)
+			continue
+		}
+		if strings.Contains(ref.Message, "Go ") || strings.Contains(ref.Message, "int8") || strings.Contains(ref.Message, "uint64") {
+			t.Errorf("%s: the message %q names Go types", tc.args, ref.Message)
+		}
+	}
+}

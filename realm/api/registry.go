@@ -144,13 +144,6 @@ func (c *Call) Bind(v any) error {
 // arguments.
 func (c *Call) bindPlain(v any) error { return bindRefusal(json.Unmarshal(c.Args, v)) }
 
-func bindRefusal(err error) error {
-	if err != nil {
-		return protocol.Refusef(protocol.ReasonInvalidBody, "arguments: %v", err).With("rule", "type")
-	}
-	return nil
-}
-
 // reachesInterface reports whether a value of type t can hold an interface
 // value that encoding/json fills: in a field, an element, a map's key or
 // value, at any depth.
