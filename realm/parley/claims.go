@@ -12,11 +12,13 @@ import (
 // supersession) come from many realms, and replicas receive them in
 // different orders. A claim record therefore keeps every fact it was given
 // and derives what it shows by folding them in one canonical order: the
-// event's time, then its CID, then the fact's kind, each step decided by
-// the protocol.Claim* rules. Two replicas that hold the same facts show the
-// same claim, whatever order the facts came in; a fact refused where it
-// falls in that order (an attestation after the supersede) is kept, not
-// shown, and counts again if an earlier fact arrives later.
+// event's time, then its realm and its seq there (so that facts of one
+// millisecond keep their chain's order), then the fact's kind, each step
+// decided by the protocol.Claim* rules. Two replicas that hold the same
+// facts show the same claim, whatever order the facts came in; a fact
+// refused where it falls in that order (an attestation after the
+// supersede) is kept, not shown, and counts again if an earlier fact
+// arrives later.
 
 // Kinds of claim facts. One event makes at most a refute and a supersede
 // of one claim (a refine that also refutes it); they fold in this order, the
@@ -50,6 +52,7 @@ type claimFact struct {
 	// names one speaker only together with its realm.
 	By        string              `json:"by,omitempty"`
 	Realm     protocol.Realm      `json:"realm"`
+	Seq       uint64              `json:"seq"` // the event's seq in Realm's chain
 	Verdict   string              `json:"verdict,omitempty"`
 	Extension string              `json:"extension,omitempty"`
 	Evidence  []protocol.Evidence `json:"evidence,omitempty"`
@@ -63,8 +66,11 @@ func (f *claimFact) before(g *claimFact) bool {
 	if !f.At.Equal(g.At) {
 		return f.At.Before(g.At)
 	}
-	if f.CID != g.CID {
-		return f.CID < g.CID
+	if f.Realm != g.Realm {
+		return f.Realm < g.Realm
+	}
+	if f.Seq != g.Seq {
+		return f.Seq < g.Seq
 	}
 	return factRank(f.Kind) < factRank(g.Kind)
 }

@@ -410,7 +410,7 @@ func (p *apply) claimFact(id rid, f claimFact) error {
 	if f.Kind == factSupersede && !c.byAuthor(p.realm, f.By) {
 		return nil
 	}
-	f.At, f.CID, f.Realm = p.at, p.cid, p.realm
+	f.At, f.CID, f.Realm, f.Seq = p.at, p.cid, p.realm, p.se.Event.Seq
 	if !c.add(f) {
 		return nil
 	}
