@@ -29,8 +29,7 @@ func TestClaimRaceConverges(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer net.Close()
-	// Agents, not the operators: every realm's operator is human:<name>,
-	// so r2's would count as the claim's author.
+	// Agents, with a write token each.
 	r1, r2 := as(net.Realms[0], agentToken(t, net.Realms[0], "author")), as(net.Realms[1], agentToken(t, net.Realms[1], "checker"))
 	env := map[string]any{"kind": "propose", "body": "Two claims.",
 		"claims": []any{map[string]any{"statement": "one"}, map[string]any{"statement": "two"}}}
