@@ -45,15 +45,14 @@ import (
 // a sector or a page: a write cut short, by a power loss at a sector or by
 // a kill -9 at a page (the kernel copies a write page by page and stops
 // between pages for a fatal signal), leaves a header whole or unwritten.
-// Scanning stops
-// at the first record that is short, fails its checksum or does not carry
-// the next number: the torn tail of a crash. Only the newest segment may
-// end that way. A segment may also end in zeros that no record reached:
-// segments after the first are renamed from a file of zeros prepared in the
-// background (prepare), so that an append overwrites allocated blocks and
-// its fdatasync need not also commit a new file size. The log so holds
-// the disk space of two whole segments at most: the current one and the
-// spare.
+// Scanning stops at the first record that is short, fails its checksum or
+// does not carry the next number: the torn tail of a crash. Only the
+// newest segment may end that way, and only if no readable record follows.
+// A segment may also end in zeros that no record reached: segments after
+// the first are renamed from a file of zeros prepared in the background
+// (prepare), so that an append overwrites allocated blocks and its
+// fdatasync need not also commit a new file size. The log so holds the
+// disk space of two whole segments at most: the current one and the spare.
 type wal struct {
 	dir   string // the segments' directory
 	dbDir string // Badger's directory, synced by checkpoints
