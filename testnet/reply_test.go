@@ -234,3 +234,38 @@ func TestOperatorsAreOfTheirRealm(t *testing.T) {
 		t.Fatalf("r1's operator answers r2's: %d %+v", st, again)
 	}
 }
+
+// TestReplierAwaited: an agent of r2 that answered in r1's thread took
+// part in it, though r1's decision joined its reply to the thread: when
+// r1's operator asks there next, the thread is in the agent's inbox at r2.
+func TestReplierAwaited(t *testing.T) {
+	net, err := Start(Config{Realms: 2, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2 := net.Realms[0], net.Realms[1]
+	openThreads(t, r1, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	agent := as(r2, agentToken(t, r2, "scout"))
+	var out postAnswer
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "from r2"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("reply into r1:th_1: %d %+v", st, out)
+	}
+	if st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", map[string]any{"kind": "ask", "body": "and why?"}, nil); st/100 != 2 {
+		t.Fatalf("r1's operator asks: %d", st)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var inbox struct {
+		Threads []struct {
+			ID string `json:"id"`
+		} `json:"threads"`
+	}
+	if st := call(t, agent, "GET", "/api/v1/inbox?since=0", nil, &inbox); st != http.StatusOK || len(inbox.Threads) != 1 || inbox.Threads[0].ID != "r1:th_1" {
+		t.Fatalf("the agent's inbox at r2: %d %+v; want r1:th_1", st, inbox)
+	}
+}

@@ -285,7 +285,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 	if err := p.tx.Set(ridKey(pfxThreadMs, tid, p.se.Sequence), mid.bytes()); err != nil {
 		return err
 	}
-	if err := p.participate(old, m.Identity, tid); err != nil {
+	if err := p.participate(old, m.Realm, m.Identity, tid); err != nil {
 		return err
 	}
 	t.Messages++
@@ -315,11 +315,13 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 // written without a read first: a read that misses the op's and the
 // batch's writes goes to Badger and costs more than the write it saves.
 //
-// Only this realm's events are indexed: the index serves the inbox of this
-// realm's identities, whose messages are all events of this realm, and
-// another realm's operator is human:<name> too, often the same name.
-func (p *apply) participate(old *threadRec, identity string, tid rid) error {
-	if p.realm != p.home || old != nil && old.Messages > 0 && old.Last.Realm == p.realm && old.Last.Identity == identity {
+// Only identities of this realm are indexed: the index serves their inbox,
+// and another realm's operator is human:<name> too, often the same name.
+// The message's realm says whose it is, not the event's: a reply this
+// realm's agent made into another realm's thread joins it by that realm's
+// decision.
+func (p *apply) participate(old *threadRec, realm protocol.Realm, identity string, tid rid) error {
+	if realm != p.home || old != nil && old.Messages > 0 && old.Last.Realm == realm && old.Last.Identity == identity {
 		return nil
 	}
 	k := append(append(append(make([]byte, 0, len(pfxPart)+len(identity)+1+len(tid.Realm)+9), pfxPart...), identity...), 0)
