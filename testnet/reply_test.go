@@ -269,3 +269,54 @@ func TestReplierAwaited(t *testing.T) {
 		t.Fatalf("the agent's inbox at r2: %d %+v; want r1:th_1", st, inbox)
 	}
 }
+
+// TestSupersedeAcrossRealms: a refine posted as a reply into another
+// realm's thread supersedes its author's own claim there, and only that:
+// not r1's operator's claim when r2's operator, also human:operator,
+// refines it.
+func TestSupersedeAcrossRealms(t *testing.T) {
+	net, err := Start(Config{Realms: 2, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2 := net.Realms[0], net.Realms[1]
+	env := map[string]any{"kind": "propose", "body": "r1's operator claims.", "claims": []map[string]any{{"statement": "it holds"}}}
+	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
+		t.Fatalf("open: %d", st)
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	agent := as(r2, agentToken(t, r2, "scout"))
+	post := func(who *Realm, env map[string]any) {
+		t.Helper()
+		var out postAnswer
+		if st := call(t, who, "POST", "/api/v1/threads/r1:th_1/messages", env, &out); st/100 != 2 || out.Message.Status != "accepted" {
+			t.Fatalf("reply into r1:th_1: %d %+v", st, out)
+		}
+	}
+	post(r2, map[string]any{"kind": "refine", "body": "r2's operator refines.", "relates_to": []string{"r1:cl_1"},
+		"claims": []map[string]any{{"statement": "it holds sometimes"}}})
+	post(agent, map[string]any{"kind": "answer", "body": "The agent claims.", "claims": []map[string]any{{"statement": "it is slow"}}})
+	post(agent, map[string]any{"kind": "refine", "body": "The agent refines.", "relates_to": []string{"r2:cl_2"},
+		"claims": []map[string]any{{"statement": "it is slow when cold"}}})
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range net.Realms {
+		for _, c := range []struct {
+			id    string
+			state string
+		}{{"r1:cl_1", "unverified"}, {"r2:cl_2", "superseded"}} {
+			var out struct {
+				Claim struct {
+					State string `json:"state"`
+				} `json:"claim"`
+			}
+			if st := call(t, r, "GET", "/api/v1/claims/"+c.id, nil, &out); st != http.StatusOK || out.Claim.State != c.state {
+				t.Fatalf("%s: %s is %d %q, want %s", r.Name, c.id, st, out.Claim.State, c.state)
+			}
+		}
+	}
+}

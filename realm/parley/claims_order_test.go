@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/ipfs/go-cid"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -397,5 +398,55 @@ func TestClaimAuthorIsOfItsRealm(t *testing.T) {
 	}
 	if c := res.Claim; c.State != protocol.ClaimSupported || c.SupersededBy != nil || len(c.Attestations) != 1 {
 		t.Fatalf("claim %s, superseded by %v, %d attestations; want supported by beta's operator, not superseded", c.State, c.SupersededBy, len(c.Attestations))
+	}
+}
+
+// A fact a reply brings (here a refute act) is the fact of the decision
+// that joins the reply to its thread: it folds at the decision's place in
+// the thread realm's chain whether the reply or the decision arrives
+// first, also against a fact of that realm in the same millisecond.
+func TestClaimFactOfDecisionAnyOrder(t *testing.T) {
+	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	beta := newChainWriter(t, nil, "beta", 3, nil)
+	ev := []protocol.Evidence{{Kind: "log", Value: "failed"}}
+	var raws [][]byte
+	sign := func(c *chainWriter, typ, author string, d any) cid.Cid {
+		raw, id := c.sign(typ, author, d)
+		raws = append(raws, raw)
+		return id
+	}
+	sign(alpha, evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	sign(alpha, evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Fast?", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "it is fast"}}})
+	alpha.at++
+	reply := sign(beta, evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "refute", Body: "Not fast.", AuthorKind: "llm",
+		Refutes: []string{"alpha:cl_1"}, Evidence: ev})
+	sign(alpha, evClaimAttested, "bob", attestData{Claim: "cl_1", Verdict: "supports"})
+	sign(alpha, evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: reply.String()}) // the same millisecond
+	board, opened, refute, attest, decide := raws[0], raws[1], raws[2], raws[3], raws[4]
+
+	var want []byte
+	for _, order := range [][][]byte{{board, opened, refute, attest, decide}, {board, opened, attest, decide, refute}} {
+		s := newTestService(t)
+		for _, raw := range order {
+			if _, err := s.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rec []byte
+		err := s.st.View(func(tx *store.Tx) error {
+			var err error
+			rec, err = tx.Get(key(pfxClaim, rid{"alpha", 1}.bytes()))
+			return err
+		})
+		s.st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == nil {
+			want = rec
+		} else if !bytes.Equal(rec, want) {
+			t.Fatalf("the decision first stores\n%s\nthe reply first\n%s", rec, want)
+		}
 	}
 }

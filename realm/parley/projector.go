@@ -23,7 +23,7 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // thread's realm, and a claim is sealed only by its own realm.
 func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
-	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, at: ev.Time(), cid: protocol.CIDString(se.CID)}
+	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, seq: ev.Seq, at: ev.Time(), cid: protocol.CIDString(se.CID)}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
@@ -85,6 +85,7 @@ type apply struct {
 	se    *store.StoredEvent
 	realm protocol.Realm
 	home  protocol.Realm // this node's realm
+	seq   uint64         // the event's seq in realm's chain
 	at    time.Time
 	cid   string
 	by    string // the author when not the event's (a decision applied early)
@@ -258,7 +259,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 		}
 	}
 	for _, cid := range m.Refutes {
-		if err := p.claimFact(cid, claimFact{Kind: factRefute, Message: &mid}); err != nil {
+		if err := p.claimFact(cid, claimFact{Kind: factRefute, Message: &mid}, m.Realm); err != nil {
 			return err
 		}
 	}
@@ -274,7 +275,7 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 				k.Realm = m.Realm
 			}
 			newest := m.Claims[0]
-			if err := p.claimFact(rid{k.Realm, k.N}, claimFact{Kind: factSupersede, By: m.Identity, Claim: &newest}); err != nil && !isMissing(err) {
+			if err := p.claimFact(rid{k.Realm, k.N}, claimFact{Kind: factSupersede, By: m.Identity, Claim: &newest}, m.Realm); err != nil && !isMissing(err) {
 				return err
 			}
 		}
@@ -397,10 +398,12 @@ func (e missingError) Unwrap() error { return store.ErrDependency }
 
 func isMissing(err error) bool { _, ok := err.(missingError); return ok }
 
-// claimFact gives claim id a fact of this event and stores the claim
-// derived again (claims.go). A supersede is a fact only when the refine's
-// author wrote the claim.
-func (p *apply) claimFact(id rid, f claimFact) error {
+// claimFact gives claim id a fact of this event, made by f.By of realm
+// byRealm, and stores the claim derived again (claims.go). A supersede is
+// a fact only when the refine's author wrote the claim. byRealm is the
+// message's realm, not the event's: a reply joins a thread of another
+// realm by that realm's decision.
+func (p *apply) claimFact(id rid, f claimFact, byRealm protocol.Realm) error {
 	var c claimRec
 	ok, err := p.tx.GetJSON(key(pfxClaim, id.bytes()), &c)
 	if err != nil {
@@ -409,10 +412,10 @@ func (p *apply) claimFact(id rid, f claimFact) error {
 	if !ok {
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}
 	}
-	if f.Kind == factSupersede && !c.byAuthor(p.realm, f.By) {
+	if f.Kind == factSupersede && !c.byAuthor(byRealm, f.By) {
 		return nil
 	}
-	f.At, f.CID, f.Realm, f.Seq = p.at, p.cid, p.realm, p.se.Event.Seq
+	f.At, f.CID, f.Realm, f.Seq = p.at, p.cid, p.realm, p.seq
 	if !c.add(f) {
 		return nil
 	}
@@ -429,7 +432,7 @@ func (p *apply) attest(d attestData) error {
 		return err
 	}
 	return p.claimFact(id, claimFact{Kind: factAttest, By: p.author(), Verdict: d.Verdict, Extension: d.Extension,
-		Evidence: d.Evidence, Note: d.Note})
+		Evidence: d.Evidence, Note: d.Note}, p.realm)
 }
 
 func (p *apply) seal(d sealData) error {
@@ -440,7 +443,7 @@ func (p *apply) seal(d sealData) error {
 	if id.Realm != p.realm {
 		return fmt.Errorf("parley: realm %s cannot seal a claim of %s", p.realm, id.Realm)
 	}
-	return p.claimFact(id, claimFact{Kind: factSeal, By: p.author()})
+	return p.claimFact(id, claimFact{Kind: factSeal, By: p.author()}, p.realm)
 }
 
 // title is a thread's name in listings: the opening body's first line, cut

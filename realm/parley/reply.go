@@ -53,6 +53,7 @@ type decisionRec struct {
 	Error    string           `json:"error,omitempty"`
 	At       time.Time        `json:"at"`
 	CID      string           `json:"cid"`
+	Seq      uint64           `json:"seq"` // the decision's seq in the thread's realm's chain
 	Author   string           `json:"author"`
 }
 
@@ -82,9 +83,9 @@ func (p *apply) reply(m *messageRec) error {
 		// not the thread's realm's to give. The reply waits for the real one.
 		return p.keepPending(m)
 	}
-	// Settle as the decision's event did: its realm, time and CID.
+	// Settle as the decision's event did: its realm, seq, time and CID.
 	as := *p
-	as.realm, as.at, as.cid, as.by = dec.Thread.Realm, dec.At, dec.CID, dec.Author
+	as.realm, as.seq, as.at, as.cid, as.by = dec.Thread.Realm, dec.Seq, dec.At, dec.CID, dec.Author
 	return as.settle(m, dec)
 }
 
@@ -116,7 +117,7 @@ func (p *apply) decision(d decisionData, accepted bool) error {
 		return err
 	}
 	dec := decisionRec{Thread: tid, Accepted: accepted, Change: d.Change, Reason: d.Reason, Error: d.Error,
-		At: p.at, CID: p.cid, Author: p.author()}
+		At: p.at, CID: p.cid, Seq: p.seq, Author: p.author()}
 	var ref cidRef
 	ok, err := p.tx.GetJSON(key(pfxCID, c.Bytes()), &ref)
 	if err != nil {
