@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -155,19 +156,46 @@ func bindRefusal(err error) error {
 	if !errors.As(err, &ute) || ute.Field == "" {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "The arguments do not fit the operation's input: %s.", jsonErrorText(err)).With("rule", "type")
 	}
-	want, rule := goJSONType(ute.Type), "type"
+	want, value := goJSONType(ute.Type), ute.Value
 	if num, ok := strings.CutPrefix(ute.Value, "number "); ok && want == "integer" {
-		switch {
-		case strings.HasPrefix(num, "-"):
-			rule = "minimum"
-		case !strings.ContainsAny(num, ".eE"), strings.ContainsAny(num, "eE") && !strings.Contains(num, "-"):
-			rule = "maximum"
-		}
-		if rule != "type" {
+		if rule := intRange(ute.Type, num); rule != "" {
 			return invalidField(ute.Field, rule, "Field %q cannot hold %s: it is out of range.", ute.Field, num)
 		}
+		if f, err := strconv.ParseFloat(num, 64); err == nil && f == math.Trunc(f) {
+			return invalidField(ute.Field, "type", "Field %q must be an integer written without a fraction or an exponent, not %s.", ute.Field, num)
+		}
+		value = num
 	}
-	return invalidField(ute.Field, rule, "Field %q must be of type %s, not %s.", ute.Field, want, ute.Value)
+	return invalidField(ute.Field, "type", "Field %q must be of type %s, not %s.", ute.Field, want, value)
+}
+
+// intRange is minimum or maximum when num, a JSON number, is a whole
+// number beyond what integer type t holds; "" when it is not whole, or
+// within.
+func intRange(t reflect.Type, num string) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if t == nil || err != nil || f != math.Trunc(f) {
+		return ""
+	}
+	var lo, hi float64
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		lo, hi = -math.Ldexp(1, t.Bits()-1), math.Ldexp(1, t.Bits()-1)-1
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		lo, hi = 0, math.Ldexp(1, t.Bits())-1
+	default:
+		return ""
+	}
+	switch {
+	case f < lo:
+		return "minimum"
+	case f > hi:
+		return "maximum"
+	}
+	return ""
 }
 
 // jsonErrorText is err's text without encoding/json's prefix.
@@ -177,8 +205,11 @@ func jsonErrorText(err error) string {
 
 // goJSONType is the JSON type a Go type decodes from.
 func goJSONType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
+	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
+	}
+	if t == nil {
+		return "a value of another type"
 	}
 	switch t.Kind() {
 	case reflect.Bool:

@@ -207,6 +207,8 @@ func TestBindRefusal(t *testing.T) {
 		{`{"n":-2e3}`, "n", "minimum"},
 		{`{"n":1e300}`, "n", "maximum"},
 		{`{"i":300}`, "i", "maximum"},
+		{`{"n":1e2}`, "n", "type"}, // a whole number, but Go reads an integer only without an exponent
+		{`{"n":2.0}`, "n", "type"},
 		{`{"l":[{"k":1},{"k":-200}]}`, "l[1].k", "minimum"}, // the schema bounds an int8
 	} {
 		_, err := NewRegistry().Invoke(context.Background(), nil, op, json.RawMessage(tc.args))
