@@ -196,23 +196,14 @@ func TestDecisionBeforeReply(t *testing.T) {
 // r2's operator asking in r1's thread leaves it awaiting r1's operator, in
 // r1's operator's inbox, and r1's operator answering is not a self reply.
 func TestOperatorsAreOfTheirRealm(t *testing.T) {
-	net, err := Start(Config{Realms: 2, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	r1, r2 := net.Realms[0], net.Realms[1]
+	net, r1, r2 := pair(t)
 	openThreads(t, r1, 1)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	var out postAnswer
 	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "ask", "body": "r2's operator"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
 		t.Fatalf("r2's operator replies in r1:th_1: %d %+v", st, out)
 	}
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	type inbox struct {
 		Threads []struct {
 			ID string `json:"id"`
@@ -239,16 +230,9 @@ func TestOperatorsAreOfTheirRealm(t *testing.T) {
 // part in it, though r1's decision joined its reply to the thread: when
 // r1's operator asks there next, the thread is in the agent's inbox at r2.
 func TestReplierAwaited(t *testing.T) {
-	net, err := Start(Config{Realms: 2, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	r1, r2 := net.Realms[0], net.Realms[1]
+	net, r1, r2 := pair(t)
 	openThreads(t, r1, 1)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	agent := as(r2, agentToken(t, r2, "scout"))
 	var out postAnswer
 	if st := call(t, agent, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "from r2"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
@@ -257,9 +241,7 @@ func TestReplierAwaited(t *testing.T) {
 	if st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", map[string]any{"kind": "ask", "body": "and why?"}, nil); st/100 != 2 {
 		t.Fatalf("r1's operator asks: %d", st)
 	}
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	var inbox struct {
 		Threads []struct {
 			ID string `json:"id"`
@@ -275,19 +257,12 @@ func TestReplierAwaited(t *testing.T) {
 // not r1's operator's claim when r2's operator, also human:operator,
 // refines it.
 func TestSupersedeAcrossRealms(t *testing.T) {
-	net, err := Start(Config{Realms: 2, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	r1, r2 := net.Realms[0], net.Realms[1]
+	net, r1, r2 := pair(t)
 	env := map[string]any{"kind": "propose", "body": "r1's operator claims.", "claims": []map[string]any{{"statement": "it holds"}}}
 	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
 		t.Fatalf("open: %d", st)
 	}
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	agent := as(r2, agentToken(t, r2, "scout"))
 	post := func(who *Realm, env map[string]any) {
 		t.Helper()
@@ -301,9 +276,7 @@ func TestSupersedeAcrossRealms(t *testing.T) {
 	post(agent, map[string]any{"kind": "answer", "body": "The agent claims.", "claims": []map[string]any{{"statement": "it is slow"}}})
 	post(agent, map[string]any{"kind": "refine", "body": "The agent refines.", "relates_to": []string{"r2:cl_2"},
 		"claims": []map[string]any{{"statement": "it is slow when cold"}}})
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	for _, r := range net.Realms {
 		for _, c := range []struct {
 			id    string
@@ -318,5 +291,24 @@ func TestSupersedeAcrossRealms(t *testing.T) {
 				t.Fatalf("%s: %s is %d %q, want %s", r.Name, c.id, st, out.Claim.State, c.state)
 			}
 		}
+	}
+}
+
+// pair starts two peered realms; they close when the test ends.
+func pair(t *testing.T) (net *Net, r1, r2 *Realm) {
+	t.Helper()
+	net, err := Start(Config{Realms: 2, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	return net, net.Realms[0], net.Realms[1]
+}
+
+// converge waits until every realm of net holds every realm's events.
+func converge(t *testing.T, net *Net) {
+	t.Helper()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
 	}
 }
