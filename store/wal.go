@@ -253,15 +253,12 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 }
 
 // tornTail reports whether rest, which does not start with a readable
-// record numbered want, is what a crash leaves of that record's append:
-// nothing but zeros (space the file system allocated but never wrote), or
-// a header numbered want (or one never written: zeros) whose record runs
-// past the end of the file or is followed by zeros only. A header is
-// either the record's or zeros: see walAlign.
+// record numbered want and is not all zeros (replay stops at those before
+// it asks), is what a crash leaves of that record's append: a header
+// numbered want (or one never written: zeros) whose record runs past the
+// end of the file or is followed by zeros only. A header is either the
+// record's or zeros: see walAlign.
 func tornTail(rest []byte, want uint64) bool {
-	if allZero(rest) {
-		return true
-	}
 	if len(rest) < walHeaderSize {
 		return true // the header itself was cut short
 	}
@@ -445,7 +442,7 @@ func (w *wal) append(r *record) (full bool, err error) {
 	if w.off >= w.segSize/2 || (!w.zeroed && w.off >= firstPrepare) {
 		w.prepare()
 	}
-	return w.off >= w.segSize || (!w.zeroed && w.spareReady && w.spareSize == w.segSize), nil
+	return w.off >= w.segSize || (!w.zeroed && w.spareFits()), nil
 }
 
 // prepare makes the next segment's file in the background, unless it is
@@ -454,7 +451,7 @@ func (w *wal) append(r *record) (full bool, err error) {
 // it holds no disk space, and no other is tried until then. Call with mu
 // held.
 func (w *wal) prepare() {
-	if w.preparing || w.prepareFailed || (w.spareReady && w.spareSize == w.segSize) {
+	if w.preparing || w.prepareFailed || w.spareFits() {
 		return
 	}
 	w.preparing, w.spareReady = true, false
@@ -472,6 +469,10 @@ func (w *wal) prepare() {
 		w.spareReady, w.spareSize = err == nil, size
 	})
 }
+
+// spareFits reports whether a spare is ready for the next segment: made,
+// and of the segment size (tests change it). Call with mu held.
+func (w *wal) spareFits() bool { return w.spareReady && w.spareSize == w.segSize }
 
 // zeroFile writes a file of size zero bytes and syncs it, a few MiB at a
 // time, so that records synced meanwhile do not queue behind all of it.
@@ -508,7 +509,7 @@ func (w *wal) startSegment() error {
 	name := filepath.Join(w.dir, segmentName(w.next))
 	var f *os.File
 	var err error
-	zeroed := w.spareReady && w.spareSize == w.segSize
+	zeroed := w.spareFits()
 	w.spareReady, w.prepareFailed = false, false
 	if zeroed {
 		if err = os.Rename(filepath.Join(w.dir, spareName), name); err == nil {
