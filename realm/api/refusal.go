@@ -158,10 +158,10 @@ func bindRefusal(err error) error {
 	}
 	want, value := goJSONType(ute.Type), ute.Value
 	if num, ok := strings.CutPrefix(ute.Value, "number "); ok && want == "integer" {
-		if rule := intRange(ute.Type, num); rule != "" {
+		switch rule, whole := intRange(ute.Type, num); {
+		case rule != "":
 			return invalidField(ute.Field, rule, "Field %q cannot hold %s: it is out of range.", ute.Field, num)
-		}
-		if f, err := strconv.ParseFloat(num, 64); err == nil && f == math.Trunc(f) {
+		case whole:
 			return invalidField(ute.Field, "type", "Field %q must be an integer written without a fraction or an exponent, not %s.", ute.Field, num)
 		}
 		value = num
@@ -169,16 +169,19 @@ func bindRefusal(err error) error {
 	return invalidField(ute.Field, "type", "Field %q must be of type %s, not %s.", ute.Field, want, value)
 }
 
-// intRange is minimum or maximum when num, a JSON number, is a whole
-// number beyond what integer type t holds; "" when it is not whole, or
-// within.
-func intRange(t reflect.Type, num string) string {
+// intRange reports whether num, a JSON number, is whole, and if it is,
+// rule is minimum or maximum when it lies beyond what integer type t
+// holds, "" when within.
+func intRange(t reflect.Type, num string) (rule string, whole bool) {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	f, err := strconv.ParseFloat(num, 64)
-	if t == nil || err != nil || f != math.Trunc(f) {
-		return ""
+	if err != nil || f != math.Trunc(f) {
+		return "", false
+	}
+	if t == nil {
+		return "", true
 	}
 	var lo, hi float64
 	switch t.Kind() {
@@ -187,15 +190,15 @@ func intRange(t reflect.Type, num string) string {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		lo, hi = 0, math.Ldexp(1, t.Bits())-1
 	default:
-		return ""
+		return "", true
 	}
 	switch {
 	case f < lo:
-		return "minimum"
+		return "minimum", true
 	case f > hi:
-		return "maximum"
+		return "maximum", true
 	}
-	return ""
+	return "", true
 }
 
 // jsonErrorText is err's text without encoding/json's prefix.
