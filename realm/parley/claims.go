@@ -94,8 +94,8 @@ type claimBase struct {
 func (c *claimRec) add(f claimFact) bool {
 	if len(c.Facts) == 0 && c.Base == nil && !c.asAsserted() {
 		// Written before facts were kept: what it derived is the start.
-		c.Base = &claimBase{State: c.State, Attestations: c.Attestations, RefutedBy: c.RefutedBy, SealedBy: c.SealedBy,
-			SealedAt: c.SealedAt, SupersededBy: c.SupersededBy, UpdatedAt: c.UpdatedAt}
+		d := c.derived()
+		c.Base = &d
 	}
 	i := sort.Search(len(c.Facts), func(i int) bool { return f.before(&c.Facts[i]) })
 	for j := i - 1; j >= 0 && c.Facts[j].At.Equal(f.At) && c.Facts[j].CID == f.CID; j-- {
@@ -113,23 +113,37 @@ func (c *claimRec) byAuthor(realm protocol.Realm, identity string) bool {
 	return realm == c.Realm && identity == c.Author
 }
 
+// derived is the claim's derived fields.
+func (c *claimRec) derived() claimBase {
+	return claimBase{State: c.State, Attestations: c.Attestations, RefutedBy: c.RefutedBy, SealedBy: c.SealedBy,
+		SealedAt: c.SealedAt, SupersededBy: c.SupersededBy, UpdatedAt: c.UpdatedAt}
+}
+
+// setDerived sets the claim's derived fields to d.
+func (c *claimRec) setDerived(d claimBase) {
+	c.State, c.Attestations, c.RefutedBy = d.State, d.Attestations, d.RefutedBy
+	c.SealedBy, c.SealedAt, c.SupersededBy, c.UpdatedAt = d.SealedBy, d.SealedAt, d.SupersededBy, d.UpdatedAt
+}
+
 // asAsserted reports whether the claim's derived fields are still those it
 // was asserted with.
 func (c *claimRec) asAsserted() bool {
-	return c.State == protocol.ClaimUnverified && len(c.Attestations) == 0 && len(c.RefutedBy) == 0 && c.SealedBy == "" &&
-		c.SealedAt == nil && c.SupersededBy == nil && c.UpdatedAt.Equal(c.CreatedAt)
+	d := c.derived()
+	return d.State == protocol.ClaimUnverified && len(d.Attestations) == 0 && len(d.RefutedBy) == 0 && d.SealedBy == "" &&
+		d.SealedAt == nil && d.SupersededBy == nil && d.UpdatedAt.Equal(c.CreatedAt)
 }
 
 // fold derives the claim's state and what it shows from its base and its
 // facts, in canonical order. A fact a rule refuses where it falls changes
 // nothing.
 func (c *claimRec) fold() {
-	c.State, c.Attestations, c.RefutedBy = protocol.ClaimUnverified, []attestation{}, nil
-	c.SealedBy, c.SealedAt, c.SupersededBy, c.UpdatedAt = "", nil, nil, c.CreatedAt
-	if b := c.Base; b != nil {
-		c.State, c.Attestations, c.RefutedBy = b.State, append(c.Attestations, b.Attestations...), slices.Clone(b.RefutedBy)
-		c.SealedBy, c.SealedAt, c.SupersededBy, c.UpdatedAt = b.SealedBy, b.SealedAt, b.SupersededBy, b.UpdatedAt
+	d := claimBase{State: protocol.ClaimUnverified, UpdatedAt: c.CreatedAt}
+	if c.Base != nil {
+		d = *c.Base
+		d.RefutedBy = slices.Clone(d.RefutedBy)
 	}
+	d.Attestations = append([]attestation{}, d.Attestations...) // never nil: shown as []
+	c.setDerived(d)
 	for i := range c.Facts {
 		f := &c.Facts[i]
 		if f.At.After(c.UpdatedAt) {
