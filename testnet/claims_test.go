@@ -36,9 +36,7 @@ func TestClaimRaceConverges(t *testing.T) {
 	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
 		t.Fatalf("open: %d", st)
 	}
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 
 	net.Partition([]int{0}, []int{1, 2})
 	attest := func(claim string) claimAnswer {

@@ -57,9 +57,7 @@ func TestReplyAcrossRealms(t *testing.T) {
 	defer net.Close()
 	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
 	openThreads(t, r1, 2)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	agent := as(r2, agentToken(t, r2, "scout"))
 
 	var out postAnswer
@@ -67,9 +65,7 @@ func TestReplyAcrossRealms(t *testing.T) {
 	if st/100 != 2 || out.Message.Status != "accepted" {
 		t.Fatalf("reply into r1:th_1: %d %+v", st, out)
 	}
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	for _, r := range net.Realms {
 		var th threadAnswer
 		call(t, r, "GET", "/api/v1/threads/r1:th_1", nil, &th)
@@ -93,9 +89,7 @@ func TestReplyAcrossRealms(t *testing.T) {
 		t.Fatalf("reply while cut off: %d %+v", st, out)
 	}
 	net.HealAll()
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	for _, r := range net.Realms {
 		// The heads may agree a moment before r1 has decided on the reply
 		// it just received: wait for the decision.
@@ -154,9 +148,7 @@ func TestDecisionBeforeReply(t *testing.T) {
 		Thread struct{ ID string } `json:"thread"`
 	}
 	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
 		t.Fatalf("block: %d", st)
 	}
@@ -169,9 +161,7 @@ func TestDecisionBeforeReply(t *testing.T) {
 	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r2", nil, nil); st != 200 {
 		t.Fatalf("unblock: %d", st)
 	}
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	converge(t, net)
 	type thread struct {
 		Thread struct {
 			State        string `json:"state"`
