@@ -3,8 +3,9 @@ package web_test
 // Browser tests: the console driven in headless Chromium (Debian's
 // chromium, through chromedp), as an operator would use it. They skip
 // when no Chromium is installed; .ci/run installs it, so CI runs them.
-// Screenshots of the main pages at 1280×800 go to artifacts/console/ (or
-// $RELAY_ARTIFACTS), which git ignores.
+// Screenshots of the main pages at 1280×800 go to $RELAY_ARTIFACTS, else
+// relay-artifacts/console in the system's temporary directory, outside
+// the repository.
 
 import (
 	"context"
@@ -77,21 +78,12 @@ func newBrowser(t *testing.T) context.Context {
 }
 
 // artifacts is where screenshots go: $RELAY_ARTIFACTS, else
-// artifacts/console at the module root.
+// relay-artifacts/console in the system's temporary directory, kept after
+// the test for review.
 func artifacts(t *testing.T) string {
 	dir := os.Getenv("RELAY_ARTIFACTS")
 	if dir == "" {
-		wd, _ := os.Getwd()
-		for d := wd; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				dir = filepath.Join(d, "artifacts", "console")
-				break
-			}
-			if filepath.Dir(d) == d {
-				dir = filepath.Join(t.TempDir(), "artifacts")
-				break
-			}
-		}
+		dir = filepath.Join(os.TempDir(), "relay-artifacts", "console")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
