@@ -9,6 +9,7 @@ import (
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
 // Event is one signed change authored by one realm. Field names are the wire
@@ -101,7 +102,7 @@ func (e *Event) Sign(key ed25519.PrivateKey) ([]byte, cid.Cid, error) {
 	if err != nil {
 		return nil, cid.Undef, err
 	}
-	e.Sig = ed25519.Sign(key, msg)
+	e.Sig = voi.Sign(voi.PrivateKey(key), msg)
 	b := withSig(msg, e.Sig)
 	if b == nil {
 		if b, err = encMode.Marshal(e); err != nil {
