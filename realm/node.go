@@ -180,6 +180,12 @@ func Open(cfg Config) (*Node, error) {
 		st.Close()
 		return nil, err
 	}
+	// Projections made by other projector versions, or by a rebuild cut
+	// short, are rebuilt before anything reads them.
+	if _, err := st.EnsureProjections(context.Background()); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("projections: %w", err)
+	}
 	if err := n.ensureOperator(); err != nil {
 		st.Close()
 		return nil, err

@@ -4,7 +4,10 @@
 //
 // Appending an event and updating every projection it touches happen in one
 // Badger transaction, so projections never disagree with the log and can be
-// rebuilt from it (Rebuild). A write is acknowledged only once durable:
+// rebuilt from it (Rebuild). Projectors name their versions (Versioned),
+// and EnsureProjections rebuilds projections made by other versions, so an
+// upgrade that changes what a projector derives never serves stale
+// records. A write is acknowledged only once durable:
 // Submit, Ingest and Restore return after the transaction holding their op
 // was appended to the store's write-ahead log and synced (wal.go), and then
 // committed to Badger, which itself runs without SyncWrites; Open replays the
@@ -40,6 +43,7 @@
 //	m/seq                        → last node sequence (8 BE)
 //	m/id/<name>                  → last id handed out by Tx.NextID (8 BE)
 //	m/rebuilding                 → present while a Rebuild is incomplete
+//	m/projections                → the projectors' versions the projections were made by
 //	wal/<first record, 16 hex>.wal  (files beside Badger's: the write-ahead log)
 //	x/eq/<realm>\x00<seq>‖<cid>  → raw event: both sides of an equivocation
 //	l/…                          → local-only tables (owned by realm/)

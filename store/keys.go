@@ -23,6 +23,7 @@ var (
 	keySchema     = []byte("m/schema")
 	keySequence   = []byte("m/seq")
 	keyRebuilding = []byte("m/rebuilding")
+	keyProjection = []byte("m/projections")
 
 	// reserved are the prefixes only the store itself writes.
 	reserved = [][]byte{[]byte("e/"), []byte("m/"), []byte("x/")}

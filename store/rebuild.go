@@ -1,9 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -17,6 +21,9 @@ import (
 func (s *Store) Rebuild(ctx context.Context) error {
 	return s.exclusive(ctx, func() error { return s.rebuild(ctx) })
 }
+
+// rebuildReport is how often a rebuild logs its progress.
+const rebuildReport = 10 * time.Second
 
 func (s *Store) rebuild(ctx context.Context) error {
 	if err := s.interrupted(ctx); err != nil {
@@ -47,9 +54,14 @@ func (s *Store) rebuild(ctx context.Context) error {
 	}
 	s.c.resnap() // the replay must read the cleared projections
 	var after uint64
+	total, report := s.Sequence(), time.Now().Add(rebuildReport)
 	for {
 		if err := s.interrupted(ctx); err != nil {
 			return err
+		}
+		if time.Now().After(report) {
+			s.log.Info("store: rebuilding projections", "events", after, "of", total)
+			report = time.Now().Add(rebuildReport)
 		}
 		evs, err := s.arrived(false, after+1, s.cfg.MaxBatch)
 		if err != nil {
@@ -78,7 +90,12 @@ func (s *Store) rebuild(ctx context.Context) error {
 		}
 		after = evs[len(evs)-1].Sequence
 	}
-	err = s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyRebuilding) })
+	err = s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keyProjection, s.projectionVersions()); err != nil {
+			return err
+		}
+		return txn.Delete(keyRebuilding)
+	})
 	if err == nil {
 		err = s.syncDirect()
 	}
@@ -139,4 +156,60 @@ func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 			return err
 		}
 	}
+}
+
+// projectionVersions names the registered projectors and their versions,
+// in a fixed order: what the projections of a store are made by.
+func (s *Store) projectionVersions() []byte {
+	var names []string
+	for _, p := range s.projectorList() {
+		v := fmt.Sprintf("%T", p)
+		if pv, ok := p.(Versioned); ok {
+			v = pv.ProjectionVersion()
+		}
+		names = append(names, v)
+	}
+	slices.Sort(names)
+	return []byte(strings.Join(names, "\n"))
+}
+
+// EnsureProjections rebuilds the projections unless the registered
+// projectors made them: when they were made by other versions (an upgrade
+// that changed what a projector derives), by projectors not known then, or
+// when a rebuild was cut short. Call it once every projector is registered,
+// before the first Submit; a store without events only records the
+// versions. It reports whether it rebuilt.
+func (s *Store) EnsureProjections(ctx context.Context) (bool, error) {
+	want := s.projectionVersions()
+	var have []byte
+	err := s.View(func(tx *Tx) error {
+		v, err := tx.Get(keyProjection)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		have = v
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	if bytes.Equal(have, want) && !s.rebuildNeeded.Load() {
+		return false, nil
+	}
+	if s.Sequence() == 0 && !s.rebuildNeeded.Load() {
+		return false, s.exclusive(ctx, func() error { return s.setDirect(keyProjection, want) })
+	}
+	s.log.Info("store: rebuilding the projections", "events", s.Sequence(),
+		"made_by", strings.ReplaceAll(string(have), "\n", ", "), "now", strings.ReplaceAll(string(want), "\n", ", "))
+	return true, s.Rebuild(ctx)
+}
+
+// setDirect writes a store key to Badger outside the log and makes it
+// durable. Only on the committer, the pipeline drained (exclusive).
+func (s *Store) setDirect(k, v []byte) error {
+	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) })
+	if err == nil {
+		err = s.syncDirect()
+	}
+	return err
 }

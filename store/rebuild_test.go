@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 )
 
@@ -82,4 +84,92 @@ func TestIngestNeedsVerify(t *testing.T) {
 	if _, err := s.Ingest(context.Background(), raw, nil); err == nil {
 		t.Fatal("stored an event nobody verified")
 	}
+}
+
+// countingBy is a counter whose records depend on its version: version 2
+// counts every event twice, so a store projected by version 1 is wrong for
+// version 2 until rebuilt.
+type countingBy struct{ version int }
+
+func (c countingBy) ProjectionVersion() string { return fmt.Sprintf("count/%d", c.version) }
+func (countingBy) Prefixes() [][]byte          { return [][]byte{counterPrefix} }
+
+func (c countingBy) Apply(tx *Tx, ev *StoredEvent) error {
+	for range c.version {
+		if err := (counter{}).Apply(tx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestEnsureProjections: projections are rebuilt when the projectors that
+// made them were other versions, unknown, or a rebuild was cut short, and
+// left alone otherwise.
+func TestEnsureProjections(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	reopen := func(ps ...Projector) *Store {
+		s, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			s.Register(p)
+		}
+		return s
+	}
+	ensure := func(s *Store, want bool) {
+		t.Helper()
+		rebuilt, err := s.EnsureProjections(ctx)
+		if err != nil || rebuilt != want {
+			t.Fatalf("EnsureProjections: rebuilt %v, %v; want rebuilt %v", rebuilt, err, want)
+		}
+	}
+
+	s := reopen(countingBy{1})
+	ensure(s, false) // no events: the versions are only recorded
+	submitMany(t, s, 4)
+	ensure(s, false)
+	s.Close()
+
+	s = reopen(countingBy{1})
+	ensure(s, false) // the same versions: nothing to do
+	if c := counts(t, s)["*"]; c != 4 {
+		t.Fatalf("counted %d", c)
+	}
+	s.Close()
+
+	s = reopen(countingBy{2})
+	ensure(s, true) // a new version
+	if c := counts(t, s)["*"]; c != 8 {
+		t.Fatalf("after the rebuild for version 2, counted %d, want 8", c)
+	}
+	s.Close()
+
+	s = reopen(countingBy{2}, counter{})
+	ensure(s, true) // a projector the projections were not made by
+	s.Close()
+
+	// A store whose projections predate recorded versions is rebuilt too.
+	s = reopen(countingBy{2}, counter{})
+	if err := s.exclusive(ctx, func() error {
+		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyProjection) }); err != nil {
+			return err
+		}
+		return s.syncDirect()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ensure(s, true)
+	ensure(s, false)
+
+	// A rebuild cut short is finished: Open marks the store so when it
+	// finds the rebuild's marker (TestRebuildInterrupted).
+	s.rebuildNeeded.Store(true)
+	ensure(s, true)
+	if st := s.State(); st.Status != "ok" {
+		t.Fatalf("status %q", st.Status)
+	}
+	s.Close()
 }

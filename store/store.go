@@ -321,6 +321,14 @@ func (s *Store) load() error {
 	})
 }
 
+// Versioned is a projector that names what it derives. A projector whose
+// records change meaning (a new index, a changed rule) returns a new
+// version, so that stores projected by the old code are rebuilt; one
+// without the method is named by its Go type.
+type Versioned interface {
+	ProjectionVersion() string
+}
+
 // Register adds a projector. Call it before the first Submit, Ingest or
 // Rebuild; a prefix outside p/ is a programming error and panics, because
 // Rebuild deletes what projectors own.

@@ -40,6 +40,10 @@ var _ store.Projector = (*projector)(nil)
 
 func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 
+// ProjectionVersion changes whenever what Apply derives from an event
+// changes, so that stores projected before are rebuilt (store.Versioned).
+func (*projector) ProjectionVersion() string { return "corpus/1" }
+
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
 // An op that failed before its event left known behind; the next event

@@ -18,6 +18,12 @@ var _ store.Projector = projector{}
 
 func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 
+// ProjectionVersion changes whenever what Apply derives from an event
+// changes, so that stores projected before are rebuilt (store.Versioned).
+// 1: the participation and decided-reply indexes hold this realm's
+// identities only.
+func (projector) ProjectionVersion() string { return "parley/1" }
+
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
 // thread's realm, and a claim is sealed only by its own realm.
