@@ -285,7 +285,7 @@ func TestCorpusStreamShutdown(t *testing.T) {
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.P2PAddrs = nil
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(cfg)
+	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

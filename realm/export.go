@@ -297,6 +297,11 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 			if _, err := corpus.New(st, corpus.Config{Realm: origin, Logger: cfg.Logger}); err != nil {
 				return err
 			}
+			// The store is empty: this records the projectors' versions,
+			// so that the first start does not project it all again.
+			if _, err := st.EnsureProjections(ctx); err != nil {
+				return err
+			}
 			blobs.st = st
 			chunks = restorer{ctx: ctx, st: st}
 			return nil
@@ -361,7 +366,7 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	ncfg := DefaultConfig()
 	ncfg.DataDir, ncfg.Logger = cfg.DataDir, cfg.Logger
 	ncfg.P2PAddrs = nil // opened only to be set up: no federation
-	n, err := Open(ncfg)
+	n, err := Open(ctx, ncfg)
 	if err != nil {
 		return ImportResult{}, fmt.Errorf("import: the restored node does not open: %w", err)
 	}

@@ -286,7 +286,7 @@ func TestImportInterrupted(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here
 	cfg.DataDir, cfg.Logger = dst, quiet()
-	if _, err := Open(cfg); err == nil {
+	if _, err := Open(context.Background(), cfg); err == nil {
 		t.Fatal("a node opened on an unfinished import")
 	}
 	// While an import runs (its store locked), another one is refused.
@@ -303,7 +303,7 @@ func TestImportInterrupted(t *testing.T) {
 	if _, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Logger: quiet()}); err != nil {
 		t.Fatal(err)
 	}
-	n, err := Open(cfg)
+	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ func benchExport(b *testing.B, n int) []byte {
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir, cfg.Logger, cfg.RateLimit = "bench", dir, quiet(), 0
-	node, err := Open(cfg)
+	node, err := Open(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1297,7 +1297,7 @@ func forumOpenAt(t *testing.T, dir string) (tn *testNode, close func()) {
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir = "ainotes", dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(cfg)
+	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

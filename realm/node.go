@@ -111,10 +111,12 @@ type realmFile struct {
 	PeerID string `json:"peer_id"`
 }
 
-// Open prepares a node: it creates or loads the realm key, opens the store
-// and, on first start, creates the operator credential and writes its secret
-// to DataDir/operator.token (mode 0600).
-func Open(cfg Config) (*Node, error) {
+// Open prepares a node: it creates or loads the realm key, opens the store,
+// rebuilds projections made by other projector versions (ctx stops that
+// rebuild; it starts again at the next Open) and, on first start, creates
+// the operator credential and writes its secret to DataDir/operator.token
+// (mode 0600).
+func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -182,7 +184,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	// Projections made by other projector versions, or by a rebuild cut
 	// short, are rebuilt before anything reads them.
-	if _, err := st.EnsureProjections(context.Background()); err != nil {
+	if _, err := st.EnsureProjections(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("projections: %w", err)
 	}

@@ -39,7 +39,7 @@ func startNodeAt(t *testing.T, realmName, dir string) *testNode {
 	cfg.Realm = realmName
 	cfg.DataDir = dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(cfg)
+	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestReopenKeepsRealmAndCredentials(t *testing.T) {
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir = "first", dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(cfg)
+	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestReopenKeepsRealmAndCredentials(t *testing.T) {
 	n.Close()
 
 	cfg.Realm = "" // the data directory knows its realm
-	n, err = Open(cfg)
+	n, err = Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func TestReopenKeepsRealmAndCredentials(t *testing.T) {
 	n.Close()
 
 	cfg.Realm = "second"
-	if _, err := Open(cfg); err == nil {
+	if _, err := Open(context.Background(), cfg); err == nil {
 		t.Fatal("a data directory opened under another realm name")
 	}
 }

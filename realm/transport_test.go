@@ -2,6 +2,7 @@ package realm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -37,7 +38,7 @@ func TestRateLimitHTTPAndMCP(t *testing.T) {
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 3
 	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(cfg)
+	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 		after = evs[len(evs)-1].Sequence
 	}
 	err = s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(keyProjection, s.projectionVersions()); err != nil {
+		if err := txn.Set(keyProjection, projectionVersions(projectors)); err != nil {
 			return err
 		}
 		return txn.Delete(keyRebuilding)
@@ -158,11 +158,11 @@ func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 	}
 }
 
-// projectionVersions names the registered projectors and their versions,
-// in a fixed order: what the projections of a store are made by.
-func (s *Store) projectionVersions() []byte {
+// projectionVersions names projectors and their versions, in a fixed
+// order: what the projections of a store are made by.
+func projectionVersions(projectors []Projector) []byte {
 	var names []string
-	for _, p := range s.projectorList() {
+	for _, p := range projectors {
 		v := fmt.Sprintf("%T", p)
 		if pv, ok := p.(Versioned); ok {
 			v = pv.ProjectionVersion()
@@ -180,7 +180,7 @@ func (s *Store) projectionVersions() []byte {
 // before the first Submit; a store without events only records the
 // versions. It reports whether it rebuilt.
 func (s *Store) EnsureProjections(ctx context.Context) (bool, error) {
-	want := s.projectionVersions()
+	want := projectionVersions(s.projectorList())
 	var have []byte
 	err := s.View(func(tx *Tx) error {
 		v, err := tx.Get(keyProjection)
@@ -199,7 +199,7 @@ func (s *Store) EnsureProjections(ctx context.Context) (bool, error) {
 	if s.Sequence() == 0 && !s.rebuildNeeded.Load() {
 		return false, s.exclusive(ctx, func() error { return s.setDirect(keyProjection, want) })
 	}
-	s.log.Info("store: rebuilding the projections", "events", s.Sequence(),
+	s.log.Info("store: rebuilding projections", "events", s.Sequence(),
 		"made_by", strings.ReplaceAll(string(have), "\n", ", "), "now", strings.ReplaceAll(string(want), "\n", ", "))
 	return true, s.Rebuild(ctx)
 }

@@ -149,6 +149,9 @@ func TestEnsureProjections(t *testing.T) {
 
 	s = reopen(countingBy{2}, counter{})
 	ensure(s, true) // a projector the projections were not made by
+	if c := counts(t, s)["*"]; c != 12 {
+		t.Fatalf("after the rebuild for a new projector, counted %d, want 12", c)
+	}
 	s.Close()
 
 	// A store whose projections predate recorded versions is rebuilt too.
@@ -164,12 +167,24 @@ func TestEnsureProjections(t *testing.T) {
 	ensure(s, true)
 	ensure(s, false)
 
-	// A rebuild cut short is finished: Open marks the store so when it
-	// finds the rebuild's marker (TestRebuildInterrupted).
-	s.rebuildNeeded.Store(true)
+	// A rebuild cut short (its marker set, the projections cleared) is done
+	// again at the next open.
+	if err := s.exclusive(ctx, func() error {
+		if err := s.setDirect(keyRebuilding, []byte{1}); err != nil {
+			return err
+		}
+		return s.deletePrefix(ctx, counterPrefix)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = reopen(countingBy{2}, counter{})
+	if st := s.State(); st.Status != "rebuild-needed" {
+		t.Fatalf("after a rebuild cut short, status %q", st.Status)
+	}
 	ensure(s, true)
-	if st := s.State(); st.Status != "ok" {
-		t.Fatalf("status %q", st.Status)
+	if st, c := s.State(), counts(t, s)["*"]; st.Status != "ok" || c != 12 {
+		t.Fatalf("after the rebuild: status %q, counted %d, want 12", st.Status, c)
 	}
 	s.Close()
 }

@@ -49,7 +49,7 @@ func TestExportFederatedRealm(t *testing.T) {
 	cfg := realm.DefaultConfig()
 	cfg.P2PAddrs = nil
 	cfg.DataDir = dst
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

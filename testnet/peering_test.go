@@ -63,7 +63,7 @@ func openNode(t *testing.T, name string, open bool, p2p string) *realm.Node {
 	cfg := realm.DefaultConfig()
 	cfg.Realm, cfg.DataDir, cfg.HTTPAddr = name, filepath.Join(t.TempDir(), name), "127.0.0.1:0"
 	cfg.P2PAddrs, cfg.OpenFederation, cfg.SyncInterval = []string{p2p}, open, time.Second
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

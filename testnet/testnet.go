@@ -149,7 +149,7 @@ func (n *Net) start(r *Realm) error {
 		cfg.RateLimit = 0
 	}
 	cfg.Logger = n.cfg.Logger.With("realm", r.Name)
-	node, err := realm.Open(cfg)
+	node, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -28,7 +29,7 @@ func stoppedNode(t *testing.T, name string) string {
 	cfg := realm.DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm, cfg.DataDir, cfg.Logger = name, dir, slog.New(slog.DiscardHandler)
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func nonEmpty(ss []string) []string {
 func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(ctx, cfg)
 	if err != nil {
 		return err
 	}

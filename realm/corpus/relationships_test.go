@@ -32,7 +32,7 @@ func startRelNode(t *testing.T) *relNode {
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.RateLimit = 1 << 20
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

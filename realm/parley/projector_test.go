@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"io"
@@ -429,5 +430,26 @@ func TestRunMatchesEventByEvent(t *testing.T) {
 	}
 	if !bytes.Equal(dumps[0], dumps[1]) {
 		t.Fatalf("stored as one run, the records differ:\n%s", firstDiff(dumps[1], dumps[0]))
+	}
+}
+
+// goldenVersions pins each projector version to the projection it makes of
+// TestProjectionGolden's scenario (the SHA-256 of projection.golden). A
+// change to what the projector derives rewrites the golden file; this test
+// then fails until the version is bumped, so that stores projected by the
+// old code are rebuilt (store.EnsureProjections), and the new pair added.
+var goldenVersions = map[string]string{
+	"parley/1": "7e5019decd131a0d05522b33fef11016a5976133ef86c3bf2d641ce50e0bea36",
+}
+
+func TestProjectionVersionPinsGolden(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "projection.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := fmt.Sprintf("%x", sha256.Sum256(b))
+	v := projector{}.ProjectionVersion()
+	if goldenVersions[v] != sum {
+		t.Fatalf("testdata/projection.golden (sha256 %s) is not what projector version %q makes (%s): bump ProjectionVersion and pin the new pair in goldenVersions", sum, v, goldenVersions[v])
 	}
 }

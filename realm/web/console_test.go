@@ -41,7 +41,7 @@ func startNode(t *testing.T, mod func(*realm.Config)) *node {
 	if mod != nil {
 		mod(&cfg)
 	}
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestSecureCookie(t *testing.T) {
 	cfg.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	cfg.P2PAddrs = nil
-	rn, err := realm.Open(cfg)
+	rn, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func StartNode(opts NodeOptions) (*Node, error) {
 		cfg.RateLimit = 0
 	}
 	bn.RateLimit = cfg.RateLimit
-	n, err := realm.Open(cfg)
+	n, err := realm.Open(context.Background(), cfg)
 	if err != nil {
 		bn.removeTmp()
 		return nil, err
