@@ -212,9 +212,17 @@ func openBadger(cfg Config) (*badger.DB, error) {
 	// space and each compaction into the base level rewrites nearly all of
 	// it. At 5 tables that rewrite came every 320 MB written and stalled
 	// appends to a tenth for seconds; at 16 it comes a third as often.
+	//
+	// The base level is 256 MB rather than 10 MB, in tables of 16 MB rather
+	// than 2 MB: fewer levels, so each byte is rewritten fewer times on its
+	// way down, in fewer, larger tables. Over 90 s of corpus appends, which
+	// compactions bound, that sustained 2,770 and 3,175 appends/s against
+	// 2,335 and 2,407 (docs/BENCHMARKS.md).
 	opts = opts.WithSyncWrites(false).
 		WithNumLevelZeroTables(16).
 		WithNumLevelZeroTablesStall(32).
+		WithBaseLevelSize(256 << 20).
+		WithBaseTableSize(16 << 20).
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
 	db, err := badger.Open(opts)
