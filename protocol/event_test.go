@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -209,5 +210,41 @@ func TestSignSplicesSignature(t *testing.T) {
 	}
 	if withSig([]byte{0xa6}, make([]byte, 64)) != nil || withSig(nil, nil) != nil {
 		t.Fatal("withSig took a map of the wrong shape")
+	}
+}
+
+// TestSignMatchesStandardLibrary: Sign uses curve25519-voi, whose ed25519
+// must give, for every key and message, the standard library's signature,
+// which is what every peer verifies with.
+func TestSignMatchesStandardLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	seed := make([]byte, ed25519.SeedSize)
+	for i := range 500 {
+		for j := range seed {
+			seed[j] = byte(rng.Uint32())
+		}
+		key := ed25519.NewKeyFromSeed(seed)
+		body := make([]byte, rng.IntN(600))
+		for j := range body {
+			body[j] = 'a' + byte(rng.IntN(26))
+		}
+		data, err := EncodeData(map[string]any{"body": string(body)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := &Event{Realm: "ainotes", Seq: 1, Type: "t.x", At: int64(i), Author: "ainotes:a", Data: data}
+		if _, _, err := e.Sign(key); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := e.SigningBytes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := ed25519.Sign(key, msg); !bytes.Equal(e.Sig, want) {
+			t.Fatalf("key %d: signature %x, the standard library's %x", i, e.Sig, want)
+		}
+		if !ed25519.Verify(key.Public().(ed25519.PublicKey), msg, e.Sig) {
+			t.Fatalf("key %d: the signature does not verify", i)
+		}
 	}
 }
