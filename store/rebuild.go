@@ -53,6 +53,24 @@ func (s *Store) rebuild(ctx context.Context) error {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	s.c.resnap() // the replay must read the cleared projections
+	// Every exit waits for the chunks handed to the writer: the committer
+	// renews its snapshot after an exclusive op, which needs nothing in
+	// flight.
+	defer s.c.drain()
+	// A chunk is handed to the writer as soon as it has run, and the next
+	// one runs while it commits: the events are all committed, so reading
+	// them needs no commit of the projections before.
+	var prev []*op
+	var prevEvs []*StoredEvent
+	check := func() error {
+		for i, o := range prev {
+			if r := <-o.done; r.err != nil {
+				return fmt.Errorf("store: rebuild: event %d (%s): %w", prevEvs[i].Sequence, prevEvs[i].CID, r.err)
+			}
+		}
+		prev, prevEvs = nil, nil
+		return nil
+	}
 	var after uint64
 	total, report := s.Sequence(), time.Now().Add(rebuildReport)
 	for {
@@ -82,13 +100,19 @@ func (s *Store) rebuild(ctx context.Context) error {
 			}}
 			s.c.run(ops[i])
 		}
-		s.c.drain() // commit the chunk before reading the next
-		for i, o := range ops {
-			if r := <-o.done; r.err != nil {
-				return fmt.Errorf("store: rebuild: event %d (%s): %w", evs[i].Sequence, evs[i].CID, r.err)
-			}
+		// The writer takes a batch only when idle, so once it has this
+		// chunk the one before is committed and acked.
+		s.handoff <- s.c.cur
+		s.c.handedOff()
+		if err := check(); err != nil {
+			return err
 		}
+		prev, prevEvs = ops, evs
 		after = evs[len(evs)-1].Sequence
+	}
+	s.c.drain()
+	if err := check(); err != nil {
+		return err
 	}
 	err = s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(keyProjection, projectionVersions(projectors)); err != nil {
@@ -117,27 +141,24 @@ func (s *Store) interrupted(ctx context.Context) error {
 }
 
 // deletePrefix deletes every key under pre in chunks, so a large projection
-// never needs one giant transaction. Deletes are idempotent, so a chunk cut
-// short by ErrTxnTooBig is simply committed and continued.
+// never needs one giant transaction. The keys are read in one pass over a
+// snapshot taken first: a new iteration from the prefix for every chunk
+// would walk over the tombstones of every chunk before it. Deletes are
+// idempotent, so a chunk cut short by ErrTxnTooBig is simply committed and
+// continued.
 func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 	const chunk = 10000
-	for {
-		if err := s.interrupted(ctx); err != nil {
-			return err
-		}
-		var keys [][]byte
-		err := s.db.View(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: pre})
-			defer it.Close()
-			for it.Seek(pre); it.ValidForPrefix(pre) && len(keys) < chunk; it.Next() {
-				keys = append(keys, it.Item().KeyCopy(nil))
-			}
+	snap := s.db.NewTransaction(false)
+	defer snap.Discard()
+	it := snap.NewIterator(badger.IteratorOptions{Prefix: pre})
+	defer it.Close()
+	keys := make([][]byte, 0, chunk)
+	del := func() error {
+		if len(keys) == 0 {
 			return nil
-		})
-		if err != nil || len(keys) == 0 {
-			return err
 		}
 		txn := s.db.NewTransaction(true)
+		defer func() { txn.Discard() }()
 		for _, k := range keys {
 			err := txn.Delete(k)
 			if errors.Is(err, badger.ErrTxnTooBig) {
@@ -148,14 +169,25 @@ func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 				err = txn.Delete(k)
 			}
 			if err != nil {
-				txn.Discard()
 				return err
 			}
 		}
-		if err := txn.Commit(); err != nil {
+		keys = keys[:0]
+		return txn.Commit()
+	}
+	for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
+		keys = append(keys, it.Item().KeyCopy(nil))
+		if len(keys) < chunk {
+			continue
+		}
+		if err := s.interrupted(ctx); err != nil {
+			return err
+		}
+		if err := del(); err != nil {
 			return err
 		}
 	}
+	return del()
 }
 
 // projectionVersions names projectors and their versions, in a fixed

@@ -8,6 +8,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
 )
 
 // cancelling is a counter that cancels a Rebuild part-way through its replay.
@@ -187,4 +189,39 @@ func TestEnsureProjections(t *testing.T) {
 		t.Fatalf("after the rebuild: status %q, counted %d, want 12", st.Status, c)
 	}
 	s.Close()
+}
+
+// TestDeletePrefixManyChunks deletes a prefix of more keys than one chunk
+// holds, and nothing beside it.
+func TestDeletePrefixManyChunks(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, testConfig(t.TempDir()))
+	const n, per = 25_000, 5_000
+	for i := 0; i < n; i += per {
+		if _, err := s.Submit(ctx, func(tx *Tx) (*protocol.Draft, error) {
+			for j := i; j < i+per; j++ {
+				if err := tx.Set(fmt.Appendf(nil, "p/del/%06d", j), []byte{1}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, tx.Set([]byte("p/delx"), []byte{1}) // shares the prefix's bytes but not the prefix
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.exclusive(ctx, func() error { return s.deletePrefix(ctx, []byte("p/del/")) }); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	if err := s.View(func(tx *Tx) error {
+		return tx.Iterate([]byte("p/del"), false, func(k, _ []byte) error {
+			left = append(left, string(k))
+			return nil
+		})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || left[0] != "p/delx" {
+		t.Fatalf("left under p/del: %d keys, first %q; want only p/delx", len(left), left[:min(len(left), 1)])
+	}
 }
