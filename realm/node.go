@@ -54,6 +54,9 @@ type Config struct {
 	// RateLimit is requests per minute per credential (and per address
 	// without one), over every API and both MCP endpoints; 0 turns it off.
 	RateLimit int
+	// SearchCacheBytes bounds the decoded messages corpus search keeps in
+	// memory; 0 means corpus.DefaultMessageCacheBytes, negative none.
+	SearchCacheBytes int
 	// Sessions is how long the human's browser sessions live.
 	Sessions session.Config
 	// TrustForwardedProto takes X-Forwarded-Proto: https from a reverse
@@ -166,7 +169,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.limiter = newLimiter(cfg.RateLimit)
 	n.limits = protocol.DefaultParleyLimits
 	n.limits.RequestsPerMinute = cfg.RateLimit
-	if n.corpus, err = corpus.New(st, corpus.Config{Realm: name, Logger: cfg.Logger}); err != nil {
+	if n.corpus, err = corpus.New(st, corpus.Config{Realm: name, Logger: cfg.Logger, MessageCacheBytes: cfg.SearchCacheBytes}); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"relay/federation"
 	"relay/realm"
+	"relay/realm/corpus"
 )
 
 const testPeer = "/ip4/192.0.2.7/tcp/4001/p2p/12D3KooWGdHCXUa9WDFtg5aJRkm1vUiSgkxwxK7za5D3XtzNswxy"
@@ -130,6 +131,28 @@ var badServeTests = []struct {
 	{"peer without p2p", "relay.toml", `no-p2p = true` + "\n" + `peer = "` + testPeer + `"`, nil, `--peer needs federation`},
 	{"open without p2p", "", "", []string{"--no-p2p", "--open-federation"}, `--open-federation needs federation`},
 	{"negative sync", "", "", []string{"--sync-interval", "-1s"}, `--sync-interval`},
+	{"negative search cache", "", "", []string{"--search-cache", "-1"}, `--search-cache`},
+}
+
+// TestServeSearchCache: --search-cache is in MiB, 0 keeps no cache, and
+// the default is the corpus's.
+func TestServeSearchCache(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, corpus.DefaultMessageCacheBytes},
+		{[]string{"--search-cache", "32"}, 32 << 20},
+		{[]string{"--search-cache", "0"}, -1},
+	} {
+		cfg, err := serveConfigOf(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.SearchCacheBytes != tc.want {
+			t.Errorf("%v: %d bytes, want %d", tc.args, cfg.SearchCacheBytes, tc.want)
+		}
+	}
 }
 
 func TestServeConfigRefused(t *testing.T) {

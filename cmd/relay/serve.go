@@ -15,6 +15,7 @@ import (
 
 	"relay/federation"
 	"relay/realm"
+	"relay/realm/corpus"
 )
 
 // serveFlags are the flags of `relay serve` that a config file may set too,
@@ -33,6 +34,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name: the human is human:<name>", EnvVars: []string{"RELAY_HUMAN"}}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "search-cache", Value: corpus.DefaultMessageCacheBytes >> 20, Usage: "MiB of decoded messages corpus search keeps in memory; 0 keeps none", EnvVars: []string{"RELAY_SEARCH_CACHE"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos)", EnvVars: []string{"RELAY_IN_MEMORY"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "trust-forwarded-proto", Usage: "take X-Forwarded-Proto: https from a reverse proxy as TLS (console cookies become Secure); only behind a proxy that sets it", EnvVars: []string{"RELAY_TRUST_FORWARDED_PROTO"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-ttl", Value: def.Sessions.TTL, Usage: "how long an idle console session lives", EnvVars: []string{"RELAY_SESSION_TTL"}}),
@@ -80,6 +82,14 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.AllowedHosts = c.StringSlice("allowed-host")
 	cfg.InMemory = c.Bool("in-memory")
 	cfg.RateLimit = c.Int("rate-limit")
+	switch mb := c.Int("search-cache"); {
+	case mb < 0:
+		return cfg, fmt.Errorf("--search-cache: want 0 (none) or more MiB, have %d", mb)
+	case mb == 0:
+		cfg.SearchCacheBytes = -1
+	default:
+		cfg.SearchCacheBytes = mb << 20
+	}
 	cfg.TrustForwardedProto = c.Bool("trust-forwarded-proto")
 	cfg.Sessions.TTL = c.Duration("session-ttl")
 	cfg.Sessions.MaxAge = c.Duration("session-max-age")
