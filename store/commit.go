@@ -471,8 +471,10 @@ func (c *committer) refresh() {
 	if n == nil {
 		return
 	}
-	c.snap.Discard()
-	c.snap = n.txn
+	if n.txn != nil {
+		c.snap.Discard()
+		c.snap = n.txn
+	}
 	i := 0
 	for i < len(c.pending) && c.pending[i].id <= n.upTo {
 		c.recent.add(c.pending[i].writes)
@@ -485,7 +487,7 @@ func (c *committer) refresh() {
 // nothing is in flight, and the new snapshot holds every batch.
 func (c *committer) resnap() {
 	if n := c.s.nextSnap.Swap(nil); n != nil {
-		n.txn.Discard()
+		n.discard()
 	}
 	c.snap.Discard()
 	c.snap = c.s.db.NewTransaction(false)
@@ -551,7 +553,7 @@ func (c *committer) shutdown() {
 	<-c.s.writerDone
 	c.snap.Discard()
 	if n := c.s.nextSnap.Swap(nil); n != nil {
-		n.txn.Discard()
+		n.discard()
 	}
 }
 

@@ -106,7 +106,9 @@
 //     after each commit, before the next, the writer opens a new snapshot and
 //     publishes it with the id of the last batch it holds; the committer
 //     switches to it between ops, drops the overlays it holds and discards
-//     the old one. Exclusive ops (Rebuild) drain the pipeline first and take
+//     the old one. After a batch that wrote nothing the writer publishes
+//     only the id, with the snapshot not yet taken if there is one, so that
+//     the committer drops that batch too. Exclusive ops (Rebuild) drain the pipeline first and take
 //     a fresh snapshot after, as they write to Badger directly.
 //   - Batch splitting. The writer first moves the batch's merged overlay into
 //     one transaction (fewer writes: later ops overwrite the head, m/seq and

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -213,4 +214,45 @@ func TestBadgerRefusalFailsAlone(t *testing.T) {
 		t.Fatalf("the op after the refused one is at seq %d", r2.se.Event.Seq)
 	}
 	checkChain(t, s, localRealm, pub(testKey(1)))
+}
+
+// TestPipelineDropsWritelessBatches: batches whose ops wrote nothing (all
+// refused, say) leave the committer's list of batches to read through as
+// batches that wrote do, rather than pile up until the next write.
+func TestPipelineDropsWritelessBatches(t *testing.T) {
+	s := openTest(t, testConfig(t.TempDir()), counter{})
+	ctx := context.Background()
+	if _, err := s.Submit(ctx, draftFn("t.a", "first")); err != nil {
+		t.Fatal(err)
+	}
+	refused := errors.New("refused")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				if _, err := s.Submit(ctx, func(*Tx) (*protocol.Draft, error) { return nil, refused }); !errors.Is(err, refused) {
+					t.Errorf("a refused op: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// The batch before this op's is the last one it can still hold.
+	var pending int
+	if _, err := s.Submit(ctx, func(*Tx) (*protocol.Draft, error) {
+		pending = len(s.c.pending)
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pending > 1 {
+		t.Fatalf("%d batches that wrote nothing still read through", pending)
+	}
+	if _, err := s.Submit(ctx, draftFn("t.a", "second")); err != nil {
+		t.Fatal(err)
+	}
+	if c := counts(t, s)["*"]; c != 2 {
+		t.Fatalf("counted %d, want 2", c)
+	}
 }

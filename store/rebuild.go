@@ -101,7 +101,9 @@ func (s *Store) rebuild(ctx context.Context) error {
 			s.c.run(ops[i])
 		}
 		// The writer takes a batch only when idle, so once it has this
-		// chunk the one before is committed and acked.
+		// chunk the one before is committed and acked. A failure found
+		// then stops the replay with this chunk committed too; the store
+		// stays marked for a rebuild all the same.
 		s.handoff <- s.c.cur
 		s.c.handedOff()
 		if err := check(); err != nil {
@@ -152,6 +154,9 @@ func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 	defer snap.Discard()
 	it := snap.NewIterator(badger.IteratorOptions{Prefix: pre})
 	defer it.Close()
+	if err := s.interrupted(ctx); err != nil {
+		return err
+	}
 	keys := make([][]byte, 0, chunk)
 	del := func() error {
 		if len(keys) == 0 {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
@@ -223,5 +225,50 @@ func TestDeletePrefixManyChunks(t *testing.T) {
 	}
 	if len(left) != 1 || left[0] != "p/delx" {
 		t.Fatalf("left under p/del: %d keys, first %q; want only p/delx", len(left), left[:min(len(left), 1)])
+	}
+}
+
+// failingAt is a counter whose Apply fails at one event while armed.
+type failingAt struct {
+	counter
+	seq   uint64
+	armed *atomic.Bool
+}
+
+func (f failingAt) Apply(tx *Tx, ev *StoredEvent) error {
+	if f.armed.Load() && ev.Sequence == f.seq {
+		return errors.New("projector refuses")
+	}
+	return f.counter.Apply(tx, ev)
+}
+
+// TestRebuildProjectorFails: a projector failing part-way through the
+// replay, while chunks before it commit behind, stops the rebuild with its
+// error and the event, leaves the store marked for a rebuild and usable,
+// and a later rebuild completes.
+func TestRebuildProjectorFails(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.MaxBatch = 2
+	armed := new(atomic.Bool)
+	s := openTest(t, cfg, failingAt{seq: 7, armed: armed})
+	submitMany(t, s, 12)
+	armed.Store(true)
+	err := s.Rebuild(ctx)
+	if err == nil || !strings.Contains(err.Error(), "event 7") || !strings.Contains(err.Error(), "projector refuses") {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	if st := s.State(); st.Status != "rebuild-needed" {
+		t.Fatalf("status %q", st.Status)
+	}
+	armed.Store(false)
+	if _, err := s.Submit(ctx, draftFn("t.a", "after")); err != nil {
+		t.Fatalf("a submit after the failed rebuild: %v", err)
+	}
+	if err := s.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, c := s.State(), counts(t, s)["*"]; st.Status != "ok" || c != 13 {
+		t.Fatalf("after the second rebuild: status %q, counted %d, want 13", st.Status, c)
 	}
 }

@@ -11,9 +11,18 @@ import (
 
 // snapshot is a read-only transaction the writer opened right after a
 // commit, holding every batch up to upTo, for the committer to read through.
+// txn is nil when the batches since the committer's snapshot wrote nothing:
+// that snapshot holds them all already, and only upTo moves on.
 type snapshot struct {
 	txn  *badger.Txn
 	upTo uint64
+}
+
+// discard ends the snapshot's transaction, if it has one.
+func (n *snapshot) discard() {
+	if n.txn != nil {
+		n.txn.Discard()
+	}
 }
 
 // writeLoop is stage 2, the only goroutine that commits ops: it takes
@@ -55,9 +64,20 @@ func (s *Store) write(b *batch) {
 		// Nothing is in flight now, so this does not wait on Badger.
 		snap := &snapshot{txn: s.db.NewTransaction(false), upTo: b.id}
 		if old := s.nextSnap.Swap(snap); old != nil {
-			old.txn.Discard() // the committer never took it
+			old.discard() // the committer never took it
 		}
+		return
 	}
+	// A batch that wrote nothing moves upTo on all the same, so that the
+	// committer drops it from the batches it reads through: a run of ops
+	// that all fail would otherwise keep every one of them. The writer
+	// is the only one that publishes, so the snapshot not yet taken, if
+	// any, holds this batch too.
+	snap := &snapshot{upTo: b.id}
+	if old := s.nextSnap.Swap(nil); old != nil {
+		snap.txn = old.txn
+	}
+	s.nextSnap.Store(snap)
 }
 
 // errSplit is commitWhole's way to say that the batch is too big for one

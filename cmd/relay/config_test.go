@@ -132,6 +132,7 @@ var badServeTests = []struct {
 	{"open without p2p", "", "", []string{"--no-p2p", "--open-federation"}, `--open-federation needs federation`},
 	{"negative sync", "", "", []string{"--sync-interval", "-1s"}, `--sync-interval`},
 	{"negative search cache", "", "", []string{"--search-cache", "-1"}, `--search-cache`},
+	{"search cache past the bytes an int counts", "", "", []string{"--search-cache", "9000000000000"}, `--search-cache`},
 }
 
 // TestServeSearchCache: --search-cache is in MiB, 0 keeps no cache, and

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -83,8 +84,8 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.InMemory = c.Bool("in-memory")
 	cfg.RateLimit = c.Int("rate-limit")
 	switch mb := c.Int("search-cache"); {
-	case mb < 0:
-		return cfg, fmt.Errorf("--search-cache: want 0 (none) or more MiB, have %d", mb)
+	case mb < 0 || mb > math.MaxInt>>20:
+		return cfg, fmt.Errorf("--search-cache: want 0 (none) to %d MiB, have %d", math.MaxInt>>20, mb)
 	case mb == 0:
 		cfg.SearchCacheBytes = -1
 	default:
