@@ -16,7 +16,10 @@
 //
 //   - The signature covers the canonical encoding of the event without its
 //     sig field; the CID covers the encoding with it. ed25519 signatures are
-//     deterministic, so one (key, event) pair has exactly one CID.
+//     deterministic, so one (key, event) pair has exactly one CID. Sign uses
+//     curve25519-voi, which signs in about 60 % of the standard library's
+//     time and gives its very signatures (TestSignMatchesStandardLibrary);
+//     verification is the standard library's.
 //   - Decoding is strict: an input that is not the canonical DAG-CBOR form of
 //     its value is refused (ErrNonCanonical, or ErrInvalidEvent when the strict
 //     decoder already rejects it: indefinite lengths, duplicate keys, trailing
