@@ -244,8 +244,9 @@ func TestSubmitConcurrentBatches(t *testing.T) {
 // the committer must split the batch and still ack every op.
 func TestBatchSplit(t *testing.T) {
 	s := openTest(t, testConfig(""), counter{})
-	const n = 60 // 60 × ~200 KB ≫ Badger's ~9.6 MB transaction limit
+	maxSize := 15 * s.opts.MemTableSize / 100 // Badger's limit on a transaction (fits)
 	big := strings.Repeat("x", 200<<10)
+	n := int(2*maxSize/int64(len(big))) + 1 // events of ~200 KB: twice Badger's transaction limit
 	release := pause(t, s)
 	before := s.commits.Load()
 	var wg sync.WaitGroup
@@ -267,13 +268,13 @@ func TestBatchSplit(t *testing.T) {
 		t.Fatalf("%d commits: the batch was never split", commits)
 	}
 	checkChain(t, s, localRealm, pub(testKey(1)))
-	if c := counts(t, s); c["t.big"] != n {
+	if c := counts(t, s); c["t.big"] != uint64(n) {
 		t.Fatalf("counted %d", c["t.big"])
 	}
 
 	// One op too large for any transaction fails alone.
 	_, err := s.Submit(context.Background(), func(tx *Tx) (*protocol.Draft, error) {
-		for i := range 80 {
+		for i := range int(maxSize/int64(len(big))) + 1 {
 			if err := tx.Set(fmt.Appendf(nil, "l/huge/%d", i), []byte(big)); err != nil {
 				return nil, err
 			}
@@ -281,7 +282,7 @@ func TestBatchSplit(t *testing.T) {
 		return nil, nil
 	})
 	if err == nil {
-		t.Fatal("a 16 MB op committed")
+		t.Fatalf("an op past Badger's %d-byte transaction limit committed", maxSize)
 	}
 	if _, err := s.Submit(context.Background(), draftFn("t.a", "after")); err != nil {
 		t.Fatal(err)
