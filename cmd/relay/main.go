@@ -9,7 +9,7 @@ import (
 
 // gcPercent is the garbage collector's target when GOGC is not set. At
 // Go's default of 100, a node under steady writes stalled every write for
-// about 300 ms whenever Badger started a memtable: the 64 MiB arena it
+// about 300 ms whenever Badger started a memtable: the arena (then 64 MiB) it
 // allocates at once was paid for by the allocating goroutine, Badger's
 // only writer, with collection work and with scavenging memory the heap
 // had just returned. At 200 the heap keeps room for it (the heap may grow
