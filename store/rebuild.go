@@ -33,11 +33,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 	s.rebuilding.Store(true)
 	defer s.rebuilding.Store(false)
 	s.rebuildNeeded.Store(true)
-	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keyRebuilding, []byte{1}) })
-	if err == nil {
-		err = s.syncDirect()
-	}
-	if err != nil {
+	if err := s.setDirect(keyRebuilding, []byte{1}); err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
 	for _, p := range projectors {
@@ -116,7 +112,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 	if err := check(); err != nil {
 		return err
 	}
-	err = s.db.Update(func(txn *badger.Txn) error {
+	err := s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(keyProjection, projectionVersions(projectors)); err != nil {
 			return err
 		}
