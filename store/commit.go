@@ -380,7 +380,7 @@ type committer struct {
 func newCommitter(s *Store) *committer {
 	c := &committer{
 		s:     s,
-		snap:  s.db.NewTransaction(false),
+		snap:  s.clock.read(),
 		seq:   s.seq.Load(),
 		heads: maps.Clone(s.heads),
 	}
@@ -472,7 +472,7 @@ func (c *committer) refresh() {
 		return
 	}
 	if n.txn != nil {
-		c.snap.Discard()
+		c.s.clock.done(c.snap)
 		c.snap = n.txn
 	}
 	i := 0
@@ -487,10 +487,10 @@ func (c *committer) refresh() {
 // nothing is in flight, and the new snapshot holds every batch.
 func (c *committer) resnap() {
 	if n := c.s.nextSnap.Swap(nil); n != nil {
-		n.discard()
+		n.discard(c.s.clock)
 	}
-	c.snap.Discard()
-	c.snap = c.s.db.NewTransaction(false)
+	c.s.clock.done(c.snap)
+	c.snap = c.s.clock.read()
 	clear(c.pending)
 	c.pending = c.pending[:0]
 	c.recent.reset() // direct writes may have changed anything
@@ -551,9 +551,9 @@ func (c *committer) shutdown() {
 	}
 	close(c.s.handoff)
 	<-c.s.writerDone
-	c.snap.Discard()
+	c.s.clock.done(c.snap)
 	if n := c.s.nextSnap.Swap(nil); n != nil {
-		n.discard()
+		n.discard(c.s.clock)
 	}
 }
 
