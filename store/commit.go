@@ -380,7 +380,7 @@ type committer struct {
 func newCommitter(s *Store) *committer {
 	c := &committer{
 		s:     s,
-		snap:  s.clock.read(),
+		snap:  s.db.NewTransaction(false),
 		seq:   s.seq.Load(),
 		heads: maps.Clone(s.heads),
 	}
@@ -472,7 +472,7 @@ func (c *committer) refresh() {
 		return
 	}
 	if n.txn != nil {
-		c.s.clock.done(c.snap)
+		c.snap.Discard()
 		c.snap = n.txn
 	}
 	i := 0
@@ -487,10 +487,10 @@ func (c *committer) refresh() {
 // nothing is in flight, and the new snapshot holds every batch.
 func (c *committer) resnap() {
 	if n := c.s.nextSnap.Swap(nil); n != nil {
-		n.discard(c.s.clock)
+		n.discard()
 	}
-	c.s.clock.done(c.snap)
-	c.snap = c.s.clock.read()
+	c.snap.Discard()
+	c.snap = c.s.db.NewTransaction(false)
 	clear(c.pending)
 	c.pending = c.pending[:0]
 	c.recent.reset() // direct writes may have changed anything
@@ -551,9 +551,9 @@ func (c *committer) shutdown() {
 	}
 	close(c.s.handoff)
 	<-c.s.writerDone
-	c.s.clock.done(c.snap)
+	c.snap.Discard()
 	if n := c.s.nextSnap.Swap(nil); n != nil {
-		n.discard(c.s.clock)
+		n.discard()
 	}
 }
 

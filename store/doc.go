@@ -85,10 +85,6 @@
 //     event are in the same transaction; a crash keeps all or none of them.
 //   - The writer commits batches in hand-off order and ops in run order; it
 //     never drops a kept op alone, since later ops may have read its writes.
-//   - Badger runs in managed mode (clock.go): the store numbers its
-//     transactions' versions, and readers read at the version of the newest
-//     commit that has returned. A commit in flight is invisible until it
-//     returns, whole, and a read never waits for it.
 //   - Heads and the node sequence that Heads, Sequence and State report
 //     advance only after a successful commit, by the ops it held. The
 //     committer keeps its own copy, ahead of them by the batches in flight.
@@ -103,10 +99,10 @@
 //     buffered in its Tx and join the batch's overlay only when it succeeds.
 //     Iterate merges the overlays as they were when Iterate began; writes
 //     made inside the callback are not visited.
-//   - Why a long-lived snapshot. The committer must know exactly which
-//     batches the state it reads holds, and only the writer knows which
-//     batch the newest commit ended. So it reads through a snapshot plus the
-//     overlays of the batches committed after it was taken. Right
+//   - Why a long-lived snapshot. Badger's NewTransaction (read or write)
+//     waits while a commit is in flight, so the committer cannot open one per
+//     op or batch without losing the overlap. It reads through a snapshot
+//     plus the overlays of the batches committed after it was taken. Right
 //     after each commit, before the next, the writer opens a new snapshot and
 //     publishes it with the id of the last batch it holds; the committer
 //     switches to it between ops, drops the overlays it holds and discards

@@ -67,48 +67,52 @@ func (s *Store) copyLegacyEvents() (int, error) {
 	from := legacyRealmSeq
 	for {
 		var next []byte
-		err := s.clock.batch(func(wb *badger.WriteBatch) error {
-			return s.clock.view(func(txn *badger.Txn) error {
-				it := txn.NewIterator(badger.IteratorOptions{Prefix: legacyRealmSeq})
-				defer it.Close()
-				n := 0
-				for it.Seek(from); it.ValidForPrefix(legacyRealmSeq); it.Next() {
-					if n == chunk {
-						next = it.Item().KeyCopy(nil)
-						return nil
-					}
-					place := it.Item().KeyCopy(nil)[len(legacyRealmSeq):]
-					c, err := it.Item().ValueCopy(nil)
-					if err != nil {
-						return err
-					}
-					item, err := txn.Get(join(legacyEventByCID, c))
-					if err != nil {
-						return fmt.Errorf("event %x of %q: %w", c, place, err)
-					}
-					v, err := item.ValueCopy(nil)
-					if err != nil {
-						return err
-					}
-					if len(v) < 8 {
-						return fmt.Errorf("corrupt event record %x", c)
-					}
-					seq := binary.BigEndian.Uint64(v)
-					for _, kv := range [][2][]byte{
-						{placeKey(place), encodeEventRecord(seq, c, v[8:])},
-						{join(prefixEventByCID, c), place},
-						{sequenceKey(seq), place},
-					} {
-						if err := wb.Set(kv[0], kv[1]); err != nil {
-							return err
-						}
-					}
-					n++
-					moved++
+		wb := s.db.NewWriteBatch()
+		err := s.db.View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: legacyRealmSeq})
+			defer it.Close()
+			n := 0
+			for it.Seek(from); it.ValidForPrefix(legacyRealmSeq); it.Next() {
+				if n == chunk {
+					next = it.Item().KeyCopy(nil)
+					return nil
 				}
-				return nil
-			})
+				place := it.Item().KeyCopy(nil)[len(legacyRealmSeq):]
+				c, err := it.Item().ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				item, err := txn.Get(join(legacyEventByCID, c))
+				if err != nil {
+					return fmt.Errorf("event %x of %q: %w", c, place, err)
+				}
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return err
+				}
+				if len(v) < 8 {
+					return fmt.Errorf("corrupt event record %x", c)
+				}
+				seq := binary.BigEndian.Uint64(v)
+				for _, kv := range [][2][]byte{
+					{placeKey(place), encodeEventRecord(seq, c, v[8:])},
+					{join(prefixEventByCID, c), place},
+					{sequenceKey(seq), place},
+				} {
+					if err := wb.Set(kv[0], kv[1]); err != nil {
+						return err
+					}
+				}
+				n++
+				moved++
+			}
+			return nil
 		})
+		if err == nil {
+			err = wb.Flush()
+		} else {
+			wb.Cancel()
+		}
 		if err != nil {
 			return moved, fmt.Errorf("store: moving events to layout %d: %w", SchemaVersion, err)
 		}
@@ -123,7 +127,7 @@ func (s *Store) copyLegacyEvents() (int, error) {
 // a move that a crash cut short.
 func (s *Store) legacyEventsLeft() bool {
 	left := false
-	s.clock.view(func(txn *badger.Txn) error {
+	s.db.View(func(txn *badger.Txn) error {
 		for _, pre := range [][]byte{legacyEventByCID, legacyRealmSeq, legacySequence} {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: pre})
 			it.Seek(pre)

@@ -45,7 +45,7 @@ func legacyStore(t *testing.T, interrupt func(db *badger.DB)) (dir string, want 
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = newClock(db).update(func(txn *badger.Txn) error {
+	err = db.Update(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefixEvent})
 		var keys, vals [][]byte
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -173,7 +173,7 @@ func (r storeReads) check(t *testing.T, got storeReads) {
 func TestMigrateEvents(t *testing.T) {
 	half := func(pre []byte) func(db *badger.DB) {
 		return func(db *badger.DB) {
-			err := newClock(db).update(func(txn *badger.Txn) error {
+			err := db.Update(func(txn *badger.Txn) error {
 				it := txn.NewIterator(badger.IteratorOptions{Prefix: pre})
 				var keys [][]byte
 				for it.Rewind(); it.Valid(); it.Next() {
@@ -196,7 +196,7 @@ func TestMigrateEvents(t *testing.T) {
 		// A first open copied every event, then died deleting the old
 		// indexes: the copy is all there, and half of e/r/ and all of e/s/
 		// are gone.
-		s := &Store{db: db, clock: newClock(db), log: quietLogger(), stop: make(chan struct{})}
+		s := &Store{db: db, log: quietLogger(), stop: make(chan struct{})}
 		if n, err := s.copyLegacyEvents(); err != nil || n != 65 {
 			t.Fatalf("copied %d: %v", n, err)
 		}
@@ -207,7 +207,7 @@ func TestMigrateEvents(t *testing.T) {
 	}
 	partCopied := func(db *badger.DB) {
 		// A first open died while copying: half the new records exist.
-		s := &Store{db: db, clock: newClock(db), log: quietLogger(), stop: make(chan struct{})}
+		s := &Store{db: db, log: quietLogger(), stop: make(chan struct{})}
 		if _, err := s.copyLegacyEvents(); err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +250,7 @@ func TestMigrateEvents(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				err = newClock(db).view(func(txn *badger.Txn) error {
+				err = db.View(func(txn *badger.Txn) error {
 					item, err := txn.Get(keySchema)
 					if err != nil {
 						return err

@@ -112,7 +112,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 	if err := check(); err != nil {
 		return err
 	}
-	err := s.clock.update(func(txn *badger.Txn) error {
+	err := s.db.Update(func(txn *badger.Txn) error {
 		if err := txn.Set(keyProjection, projectionVersions(projectors)); err != nil {
 			return err
 		}
@@ -146,8 +146,8 @@ func (s *Store) interrupted(ctx context.Context) error {
 // continued.
 func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 	const chunk = 10000
-	snap := s.clock.read()
-	defer s.clock.done(snap)
+	snap := s.db.NewTransaction(false)
+	defer snap.Discard()
 	it := snap.NewIterator(badger.IteratorOptions{Prefix: pre})
 	defer it.Close()
 	if err := s.interrupted(ctx); err != nil {
@@ -158,15 +158,15 @@ func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 		if len(keys) == 0 {
 			return nil
 		}
-		txn := s.clock.write()
+		txn := s.db.NewTransaction(true)
 		defer func() { txn.Discard() }()
 		for _, k := range keys {
 			err := txn.Delete(k)
 			if errors.Is(err, badger.ErrTxnTooBig) {
-				if err = s.clock.commit(txn); err != nil {
+				if err = txn.Commit(); err != nil {
 					return err
 				}
-				txn = s.clock.write()
+				txn = s.db.NewTransaction(true)
 				err = txn.Delete(k)
 			}
 			if err != nil {
@@ -174,7 +174,7 @@ func (s *Store) deletePrefix(ctx context.Context, pre []byte) error {
 			}
 		}
 		keys = keys[:0]
-		return s.clock.commit(txn)
+		return txn.Commit()
 	}
 	for it.Seek(pre); it.ValidForPrefix(pre); it.Next() {
 		keys = append(keys, it.Item().KeyCopy(nil))
@@ -240,7 +240,7 @@ func (s *Store) EnsureProjections(ctx context.Context) (bool, error) {
 // setDirect writes a store key to Badger outside the log and makes it
 // durable. Only on the committer, the pipeline drained (exclusive).
 func (s *Store) setDirect(k, v []byte) error {
-	err := s.clock.update(func(txn *badger.Txn) error { return txn.Set(k, v) })
+	err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, v) })
 	if err == nil {
 		err = s.syncDirect()
 	}

@@ -161,7 +161,7 @@ func TestEnsureProjections(t *testing.T) {
 	// A store whose projections predate recorded versions is rebuilt too.
 	s = reopen(countingBy{2}, counter{})
 	if err := s.exclusive(ctx, func() error {
-		if err := s.clock.update(func(txn *badger.Txn) error { return txn.Delete(keyProjection) }); err != nil {
+		if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(keyProjection) }); err != nil {
 			return err
 		}
 		return s.syncDirect()

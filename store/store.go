@@ -85,12 +85,11 @@ type State struct {
 // Badger database. Ops run on the committer goroutine, which hands batches to
 // the writer goroutine, the only one that commits (doc.go).
 type Store struct {
-	cfg   Config
-	log   *slog.Logger
-	db    *badger.DB
-	clock *clock // Badger's versions: every transaction goes through it
-	opts  badger.Options
-	wal   *wal // nil in memory
+	cfg  Config
+	log  *slog.Logger
+	db   *badger.DB
+	opts badger.Options
+	wal  *wal // nil in memory
 	// walReplayed is how many records Open replayed, for tests.
 	walReplayed int
 	// checkpoints runs the write-ahead log's background checkpoints.
@@ -152,12 +151,11 @@ func Open(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	clk := newClock(db)
 	var w *wal
 	walReplayed := 0
 	if !cfg.InMemory {
 		var replayed int
-		if w, replayed, err = openWAL(clk, cfg.Dir, cfg.Logger); err != nil {
+		if w, replayed, err = openWAL(db, cfg.Dir, cfg.Logger); err != nil {
 			db.Close()
 			return nil, err
 		}
@@ -172,7 +170,6 @@ func Open(cfg Config) (*Store, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		db:          db,
-		clock:       clk,
 		opts:        db.Opts(),
 		ops:         make(chan *op, 4*cfg.MaxBatch),
 		loopDone:    make(chan struct{}),
@@ -231,7 +228,7 @@ func openBadger(cfg Config) (*badger.DB, error) {
 		WithMemTableSize(128 << 20).
 		WithDetectConflicts(false).
 		WithLogger(badgerLogger{cfg.Logger.With("component", "badger")})
-	db, err := badger.OpenManaged(opts)
+	db, err := badger.Open(opts)
 	if err != nil {
 		// Badger flattens the flock error into text, so its message is
 		// all there is to tell a held lock from damage.
@@ -249,7 +246,7 @@ func (s *Store) load() error {
 		version uint64
 		empty   bool
 	)
-	err := s.clock.view(func(txn *badger.Txn) error {
+	err := s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(keySchema)
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):
@@ -280,7 +277,7 @@ func (s *Store) load() error {
 	// The new version goes first, so that an older binary refuses a store
 	// whose move was cut short; a later Open finishes it.
 	if version < SchemaVersion {
-		err := s.clock.update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(SchemaVersion)) })
+		err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(SchemaVersion)) })
 		if err == nil {
 			err = s.syncDirect()
 		}
@@ -427,7 +424,7 @@ func (s *Store) View(fn func(tx *Tx) error) error {
 
 // view is View for the committer, which must read while Close waits for it.
 func (s *Store) view(fn func(tx *Tx) error) error {
-	return s.clock.view(func(txn *badger.Txn) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		return fn(&Tx{s: s, txn: txn, readOnly: true})
 	})
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // The write-ahead log makes a batch durable before Badger, which runs
@@ -132,10 +134,10 @@ var errWALDamaged = errors.New("store: write-ahead log damaged")
 
 func segmentName(first uint64) string { return fmt.Sprintf("%016x%s", first, walExt) }
 
-// openWAL replays every record in dir's segments into Badger, makes Badger's
+// openWAL replays every record in dir's segments into db, makes Badger's
 // files durable, deletes the replayed segments and starts a new one. It
 // returns how many records it replayed.
-func openWAL(clk *clock, dbDir string, log *slog.Logger) (*wal, int, error) {
+func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
 	w := &wal{dir: filepath.Join(dbDir, walDirName), dbDir: dbDir, next: 1, segSize: walSegmentSize, sync: fsync, syncDB: syncFiles, zeroFile: zeroFile, log: log}
 	if err := os.MkdirAll(w.dir, 0o700); err != nil {
 		return nil, 0, fmt.Errorf("store: wal: %w", err)
@@ -159,7 +161,7 @@ func openWAL(clk *clock, dbDir string, log *slog.Logger) (*wal, int, error) {
 			return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
 		}
 		newest := i == len(segs)-1
-		n, err := w.replay(clk, first, newest)
+		n, err := w.replay(db, first, newest)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -211,7 +213,7 @@ func (w *wal) segments() ([]uint64, error) {
 // was begun, so only the newest segment may end in a torn record, and only
 // at its end: the torn record is cut off (durably, so that the segment is
 // whole once a newer one exists). Anything else unreadable is damage.
-func (w *wal) replay(clk *clock, first uint64, newest bool) (int, error) {
+func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 	name := filepath.Join(w.dir, segmentName(first))
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
@@ -240,7 +242,7 @@ func (w *wal) replay(clk *clock, first uint64, newest bool) (int, error) {
 			}
 			break
 		}
-		if err := applyRecord(clk, payload); err != nil {
+		if err := applyRecord(db, payload); err != nil {
 			return n, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
 		}
 		n++
@@ -317,9 +319,9 @@ func allZero(b []byte) bool {
 	return true
 }
 
-// applyRecord commits a record's entries to Badger in one transaction.
-func applyRecord(clk *clock, p []byte) error {
-	txn := clk.write()
+// applyRecord commits a record's entries to db in one transaction.
+func applyRecord(db *badger.DB, p []byte) error {
+	txn := db.NewTransaction(true)
 	defer txn.Discard()
 	for len(p) > 0 {
 		kind := p[0]
@@ -349,7 +351,7 @@ func applyRecord(clk *clock, p []byte) error {
 			return err
 		}
 	}
-	return clk.commit(txn)
+	return txn.Commit()
 }
 
 func readBytes(p []byte) (b, rest []byte, ok bool) {

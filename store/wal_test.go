@@ -372,7 +372,7 @@ func TestWALTornTailIsCut(t *testing.T) {
 	}
 	defer db.Close()
 	w := &wal{dir: wdir, sync: fsync}
-	n, err := w.replay(newClock(db), 1, true)
+	n, err := w.replay(db, 1, true)
 	if err != nil || n != 1 {
 		t.Fatalf("replayed %d, %v", n, err)
 	}
@@ -393,7 +393,7 @@ func TestWALSyncsBeforeCommit(t *testing.T) {
 	sync := s.wal.sync
 	s.wal.sync = func(f *os.File) error {
 		var n uint64
-		err := s.clock.view(func(txn *badger.Txn) error {
+		err := s.db.View(func(txn *badger.Txn) error {
 			item, err := txn.Get(keySequence)
 			if errors.Is(err, badger.ErrKeyNotFound) {
 				return nil
@@ -590,7 +590,7 @@ func TestSchemaUpgrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := newClock(db).update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(n)) }); err != nil {
+		if err := db.Update(func(txn *badger.Txn) error { return txn.Set(keySchema, u64(n)) }); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Close(); err != nil {

@@ -19,9 +19,9 @@ type snapshot struct {
 }
 
 // discard ends the snapshot's transaction, if it has one.
-func (n *snapshot) discard(c *clock) {
+func (n *snapshot) discard() {
 	if n.txn != nil {
-		c.done(n.txn)
+		n.txn.Discard()
 	}
 }
 
@@ -62,9 +62,9 @@ func (s *Store) write(b *batch) {
 	}
 	if committed {
 		// Nothing is in flight now, so this does not wait on Badger.
-		snap := &snapshot{txn: s.clock.read(), upTo: b.id}
+		snap := &snapshot{txn: s.db.NewTransaction(false), upTo: b.id}
 		if old := s.nextSnap.Swap(snap); old != nil {
-			old.discard(s.clock) // the committer never took it
+			old.discard() // the committer never took it
 		}
 		return
 	}
@@ -89,7 +89,7 @@ var errSplit = errors.New("store: split the batch")
 // acks its ops.
 func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 	if len(b.order) > 0 {
-		txn := s.clock.write()
+		txn := s.db.NewTransaction(true)
 		defer txn.Discard()
 		rec := s.newRecord(b.size)
 		for _, k := range b.order {
@@ -115,7 +115,7 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 // acks them. It returns how many ops it took (at least one) and whether it
 // committed any write.
 func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
-	txn := s.clock.write()
+	txn := s.db.NewTransaction(true)
 	defer func() { txn.Discard() }()
 	rec := s.newRecord(0)
 	writes := 0
@@ -137,7 +137,7 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 		// txn holds part of o's writes, which cannot be taken back: start
 		// again with the ops before o and leave o to the next part.
 		txn.Discard()
-		txn, writes = s.clock.write(), 0
+		txn, writes = s.db.NewTransaction(true), 0
 		rec = s.newRecord(0)
 		for _, k := range ops[:n] {
 			if k.tx == nil {
@@ -183,7 +183,7 @@ func (s *Store) commitTxn(txn *badger.Txn, rec *record) error {
 		full, err = s.wal.append(rec)
 	}
 	if err == nil {
-		err = s.clock.commit(txn)
+		err = txn.Commit()
 	}
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
