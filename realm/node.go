@@ -355,13 +355,37 @@ func (n *Node) Serve(ctx context.Context) error {
 	defer cancel()
 	err := n.server.Shutdown(sctx)
 	n.closeFederation()
-	if cerr := n.store.Close(); err == nil {
+	if cerr := n.closeStore(storeCloseTimeout); err == nil {
 		err = cerr
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// storeCloseTimeout bounds how long a shutdown waits for the store to
+// close. Closing writes Badger's memtables out; when the disk is gone (the
+// data directory deleted, a volume lost), Badger retries that forever, and
+// a node that waited would never exit.
+var storeCloseTimeout = 30 * time.Second
+
+// closeStore closes the store, or gives up on it after timeout with an
+// error; the process may then exit with the store open, which loses
+// nothing acknowledged: every acked write was synced to the store's
+// write-ahead log first, and the next start replays it.
+func (n *Node) closeStore(timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- n.store.Close() }()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		n.log.Error("the store did not close in time; exiting with it open (the next start replays its write-ahead log)", "after", timeout)
+		return fmt.Errorf("store not closed after %s", timeout)
+	}
 }
 
 // Close releases the node without serving (for nodes used in-process).

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -459,4 +460,55 @@ func toJSON(v any) string {
 func itoa(n uint64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestServeExitsWhenTheStoreCannotClose: with its data directory deleted
+// under it, Badger retries writing its memtable out forever; the shutdown
+// gives up on the store after storeCloseTimeout rather than hang.
+func TestServeExitsWhenTheStoreCannotClose(t *testing.T) {
+	defer func(d time.Duration) { storeCloseTimeout = d }(storeCloseTimeout)
+	storeCloseTimeout = time.Second
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil
+	cfg.Realm = "gone"
+	cfg.DataDir = dir
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- n.Serve(ctx) }()
+	secret, err := os.ReadFile(filepath.Join(dir, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", n.URL()+"/api/v1/tokens", strings.NewReader(`{"label":"x","rights":["read"]}`))
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(secret)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("issuing a token: %d", resp.StatusCode)
+	}
+	if err := os.RemoveAll(dir); err != nil { // the memtable now has nowhere to go
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case err := <-served:
+		if err == nil || !strings.Contains(err.Error(), "store not closed") {
+			t.Fatalf("Serve returned %v, want the store's timeout", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve waited for a store that cannot close")
+	}
 }

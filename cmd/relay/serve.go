@@ -130,6 +130,12 @@ func nonEmpty(ss []string) []string {
 func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// The first signal starts a graceful shutdown; a second one ends
+		// the process at once, as signals do by default.
+		<-ctx.Done()
+		stop()
+	}()
 	n, err := realm.Open(ctx, cfg)
 	if err != nil {
 		return err
