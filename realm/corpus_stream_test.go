@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -278,23 +277,7 @@ func TestCorpusStreamFanout(t *testing.T) {
 // TestCorpusStreamShutdown: a shutting-down node ends its streams rather
 // than waiting for them to go idle.
 func TestCorpusStreamShutdown(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.P2PAddrs = nil // no federation here
-	cfg.Realm = "ainotes"
-	cfg.DataDir = t.TempDir()
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.P2PAddrs = nil
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx) }()
+	n, cancel, served := servingNode(t, "ainotes", t.TempDir())
 	resp, err := streamClient.Get(n.URL() + "/corpus/stream")
 	if err != nil {
 		t.Fatal(err)

@@ -56,6 +56,29 @@ func startNodeAt(t *testing.T, realmName, dir string) *testNode {
 	return &testNode{Node: n, srv: srv, operator: strings.TrimSpace(string(secret))}
 }
 
+// servingNode opens a node on dir and serves it on a loopback port, as
+// `relay serve` does, until cancel; served then gets what Serve returned.
+func servingNode(t *testing.T, realmName, dir string) (n *Node, cancel context.CancelFunc, served <-chan error) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil // no federation here
+	cfg.Realm = realmName
+	cfg.DataDir = dir
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Serve(ctx) }()
+	return n, cancel, done
+}
+
 // do sends a JSON request and decodes the JSON answer.
 func (tn *testNode) do(t *testing.T, method, path, token string, body any) (int, map[string]any) {
 	t.Helper()
@@ -469,22 +492,7 @@ func TestServeExitsWhenTheStoreCannotClose(t *testing.T) {
 	defer func(d time.Duration) { storeCloseTimeout = d }(storeCloseTimeout)
 	storeCloseTimeout = time.Second
 	dir := filepath.Join(t.TempDir(), "data")
-	cfg := DefaultConfig()
-	cfg.P2PAddrs = nil
-	cfg.Realm = "gone"
-	cfg.DataDir = dir
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- n.Serve(ctx) }()
+	n, cancel, served := servingNode(t, "gone", dir)
 	secret, err := os.ReadFile(filepath.Join(dir, "operator.token"))
 	if err != nil {
 		t.Fatal(err)
