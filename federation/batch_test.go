@@ -34,6 +34,7 @@ var badRunTests = []struct {
 	{"empty", nil},
 	{"truncated length", []byte{0x80}},
 	{"empty event", []byte{0}},
+	{"length in more bytes than it takes", []byte{0x86, 0x00, '0', '0', '0', '0', '0', '0'}},
 	{"short event", append(binary.AppendUvarint(nil, 5), "abc"...)},
 	{"trailing byte", append(encodeRun([][]byte{[]byte("abc")}), 7)},
 	{"event too large", binary.AppendUvarint(nil, protocol.MaxEventSize+1)},

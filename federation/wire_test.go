@@ -31,6 +31,13 @@ func TestFrames(t *testing.T) {
 	if _, err := readFrame(bufio.NewReader(&buf), 1000); !errors.Is(err, errFrameTooLarge) {
 		t.Fatalf("oversized frame: %v", err)
 	}
+	// A length in more bytes than it takes frames the same bytes another
+	// way: refused.
+	for _, raw := range [][]byte{{0x83, 0x00, 'a', 'b', 'c'}, {0x80, 0x00}, {0x80, 0x80, 0x00}} {
+		if _, err := readFrame(bufio.NewReader(bytes.NewReader(raw)), 1000); !errors.Is(err, errFrameLength) {
+			t.Errorf("frame % x: %v, want errFrameLength", raw, err)
+		}
+	}
 }
 
 func TestDecodeRequest(t *testing.T) {
@@ -74,14 +81,22 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		r := bufio.NewReader(bytes.NewReader(raw))
+		var again bytes.Buffer
+		w := bufio.NewWriter(&again)
 		for {
 			b, err := readFrame(r, 1<<10)
 			if err != nil {
-				return
+				break
 			}
 			if len(b) > 1<<10 {
 				t.Fatal("frame over the bound")
 			}
+			writeFrame(w, b)
+		}
+		w.Flush()
+		// What was read is written back the same way: one framing only.
+		if !bytes.HasPrefix(raw, again.Bytes()) {
+			t.Fatalf("frames read from % x write back as % x", raw, again.Bytes())
 		}
 	})
 }
