@@ -448,6 +448,7 @@ func (c *committer) next() (o *op, ok bool) {
 }
 
 func (c *committer) handedOff() {
+	c.s.batching.added(0)
 	c.pending = append(c.pending, c.cur)
 	c.cur = c.newBatch()
 }
@@ -618,6 +619,7 @@ func (c *committer) run(o *op) {
 		layers: append(layers, b.writes), c: c, b: b, seq: c.seq}
 	ev, err := c.s.runOp(o, tx)
 	b.ops = append(b.ops, o)
+	c.s.batching.added(len(b.ops))
 	var k keepWrites
 	switch {
 	case err == nil:

@@ -31,7 +31,10 @@
 // The hand-off is unbuffered: one batch commits while the next fills, and a
 // batch holds at most MaxBatch ops, so memory is bounded. A lone writer pays
 // one fsync per op; under load a batch holds the ops that arrived during the
-// previous commit.
+// previous commit. After a batch of several ops, the writer waits a moment
+// (at most half that batch's time) while the next holds fewer than half as
+// many, so that a crowd waiting for its acks does not fall into a convoy of
+// one large batch and one of a single op (batching.go).
 //
 // # Key layout
 //

@@ -102,6 +102,7 @@ type Store struct {
 	c          *committer
 	handoff    chan *batch // committer → writer; unbuffered: one batch commits while the next fills
 	writerDone chan struct{}
+	batching   *batching                // the writer's wait for a batch worth a sync
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
 	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
 
@@ -176,6 +177,7 @@ func Open(cfg Config) (*Store, error) {
 		stop:        make(chan struct{}),
 		handoff:     make(chan *batch),
 		writerDone:  make(chan struct{}),
+		batching:    newBatching(),
 		heads:       make(map[string]protocol.Head),
 	}
 	if err := s.load(); err != nil {

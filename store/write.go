@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/skl"
@@ -32,7 +33,9 @@ func (s *Store) writeLoop() {
 	defer close(s.writerDone)
 	for b := range s.handoff {
 		if b != nil { // nil: the committer's drain marker
+			start := time.Now()
 			s.write(b)
+			s.batching.linger(len(b.ops), time.Since(start))
 		}
 	}
 }
