@@ -47,9 +47,9 @@ func (bt *batching) added(n int) {
 	}
 }
 
-// linger waits, on the writer, after a batch of prev ops that took took to
-// commit.
-func (bt *batching) linger(prev int, took time.Duration) {
+// linger waits, on the writer, after a batch of prev ops whose commit took
+// d.
+func (bt *batching) linger(prev int, d time.Duration) {
 	want := int64(prev / 2)
 	if prev < lingerSiblings || bt.cur.Load() >= want {
 		return
@@ -63,7 +63,7 @@ func (bt *batching) linger(prev int, took time.Duration) {
 	if bt.cur.Load() >= want { // reached before the target was set
 		return
 	}
-	t := time.NewTimer(min(took/2, lingerMax))
+	t := time.NewTimer(min(d/2, lingerMax))
 	defer t.Stop()
 	select {
 	case <-bt.enough:
