@@ -25,6 +25,7 @@ type batching struct {
 	cur    atomic.Int64 // ops in the committer's current batch
 	target atomic.Int64 // what the writer waits for; 0 while it does not
 	enough chan struct{}
+	woken  atomic.Uint64 // waits the committer ended, for tests
 }
 
 const lingerSiblings = 4
@@ -67,6 +68,7 @@ func (bt *batching) linger(prev int, d time.Duration) {
 	defer t.Stop()
 	select {
 	case <-bt.enough:
+		bt.woken.Add(1)
 	case <-t.C:
 	}
 }
