@@ -373,7 +373,9 @@ var storeCloseTimeout = 30 * time.Second
 // closeStore closes the store, or gives up on it after timeout with an
 // error; the process may then exit with the store open, which loses
 // nothing acknowledged: every acked write was synced to the store's
-// write-ahead log first, and the next start replays it.
+// write-ahead log first, and the next start replays it. After a timeout
+// the store's Close is still running and holds the data directory's lock,
+// so the node is done for: the caller exits.
 func (n *Node) closeStore(timeout time.Duration) error {
 	done := make(chan error, 1)
 	go func() { done <- n.store.Close() }()

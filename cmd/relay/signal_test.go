@@ -89,6 +89,7 @@ func TestServeSecondSignal(t *testing.T) {
 	}
 	select {
 	case err := <-exited:
+		exited <- err // for the deferred kill
 		t.Fatalf("the node exited on the first signal (%v) with a store it cannot close", err)
 	case <-time.After(2 * time.Second): // still closing, as it should
 	}
