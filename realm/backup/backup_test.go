@@ -8,6 +8,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"slices"
 	"testing"
 
 	"github.com/ipfs/go-cid"
@@ -244,6 +245,19 @@ func isFileError(err error) bool {
 // rawFile assembles frames by hand, for files the Writer refuses to make.
 type rawFile struct{ b []byte }
 
+// paddedFrame is frame with the length, under 128, written in two bytes:
+// the same frame, framed another way.
+func (r *rawFile) paddedFrame(t testing.TB, k Kind, v any) *rawFile {
+	n := len(r.b)
+	r.cbor(t, k, v)
+	if r.b[n+1] >= 0x80 {
+		t.Fatal("paddedFrame takes a payload under 128 bytes")
+	}
+	r.b = slices.Insert(r.b, n+2, 0)
+	r.b[n+1] |= 0x80
+	return r
+}
+
 func newRawFile(t testing.TB, hdr Header) *rawFile {
 	r := &rawFile{b: append([]byte(Magic), Version)}
 	r.cbor(t, KindHeader, &hdr)
@@ -306,6 +320,8 @@ func TestRefusals(t *testing.T) {
 		{"not an export", []byte("SQLite format 3\x00"), Options{}, ErrNotExport},
 		{"empty", nil, Options{}, ErrNotExport},
 		{"future version", append([]byte(Magic), 2), Options{}, ErrNotExport},
+		{"version in more bytes than it takes", slices.Concat([]byte(Magic), []byte{0x80 | Version, 0}, events(home, homeH)[len(Magic)+1:]), Options{}, ErrCorrupt},
+		{"frame length in more bytes than it takes", newRawFile(t, hdr(0)).paddedFrame(t, KindKey, homeKey).cbor(t, KindTrailer, trailerFor(0, 0)).b, Options{}, ErrCorrupt},
 		{"gap", events([][]byte{home[0], home[2]}, homeH), Options{}, protocol.ErrChainBroken},
 		{"not from 1", events(home[1:], homeH), Options{}, protocol.ErrChainBroken},
 		{"twice", events([][]byte{home[0], home[0]}, homeH), Options{}, protocol.ErrChainBroken},
