@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math/bits"
 
 	"relay/protocol"
 	"relay/store"
@@ -48,11 +47,6 @@ func encodeRun(raws [][]byte) []byte {
 	return b
 }
 
-// uvarintLen is the length of n's uvarint, which a sender writes in as few
-// bytes as it takes: a longer one (0x86 0x00 for 6) frames the same bytes
-// differently, and a message has one framing only.
-func uvarintLen(n uint64) int { return (bits.Len64(n|1) + 6) / 7 }
-
 // splitRun returns the events a gossip message frames, as slices of b. It
 // checks the framing only: each event is decoded by the caller.
 func splitRun(b []byte) ([][]byte, error) {
@@ -62,7 +56,7 @@ func splitRun(b []byte) ([][]byte, error) {
 	var raws [][]byte
 	for len(b) > 0 {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || k != uvarintLen(n) || n == 0 || n > uint64(len(b)-k) || n > protocol.MaxEventSize {
+		if k <= 0 || k != protocol.UvarintLen(n) || n == 0 || n > uint64(len(b)-k) || n > protocol.MaxEventSize {
 			return nil, errBadMessage
 		}
 		if len(raws) == maxGossipEvents {

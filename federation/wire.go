@@ -64,10 +64,7 @@ type headsAnswer struct {
 // maxEvidence bounds the evidence events in one heads answer.
 const maxEvidence = 64
 
-var (
-	errFrameTooLarge = errors.New("federation: frame too large")
-	errFrameLength   = errors.New("federation: frame length not in its shortest form")
-)
+var errFrameTooLarge = errors.New("federation: frame too large")
 
 // writeFrame writes one length-prefixed frame; w is buffered by the caller.
 func writeFrame(w *bufio.Writer, b []byte) error {
@@ -79,31 +76,10 @@ func writeFrame(w *bufio.Writer, b []byte) error {
 	return err
 }
 
-// readUvarint is binary.ReadUvarint that refuses a length written in more
-// bytes than it takes (see uvarintLen).
-func readUvarint(r io.ByteReader) (uint64, error) {
-	c := &countingReader{r: r}
-	n, err := binary.ReadUvarint(c)
-	if err == nil && c.n != uvarintLen(n) {
-		return 0, errFrameLength
-	}
-	return n, err
-}
-
-type countingReader struct {
-	r io.ByteReader
-	n int
-}
-
-func (c *countingReader) ReadByte() (byte, error) {
-	c.n++
-	return c.r.ReadByte()
-}
-
 // readFrame reads one frame of at most max bytes. An empty frame ends a
 // range answer.
 func readFrame(r *bufio.Reader, max int) ([]byte, error) {
-	n, err := readUvarint(r)
+	n, err := protocol.ReadUvarint(r)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"relay/protocol"
 )
 
 func TestFrames(t *testing.T) {
@@ -34,8 +36,8 @@ func TestFrames(t *testing.T) {
 	// A length in more bytes than it takes frames the same bytes another
 	// way: refused.
 	for _, raw := range [][]byte{{0x83, 0x00, 'a', 'b', 'c'}, {0x80, 0x00}, {0x80, 0x80, 0x00}} {
-		if _, err := readFrame(bufio.NewReader(bytes.NewReader(raw)), 1000); !errors.Is(err, errFrameLength) {
-			t.Errorf("frame % x: %v, want errFrameLength", raw, err)
+		if _, err := readFrame(bufio.NewReader(bytes.NewReader(raw)), 1000); !errors.Is(err, protocol.ErrLongVarint) {
+			t.Errorf("frame % x: %v, want ErrLongVarint", raw, err)
 		}
 	}
 }

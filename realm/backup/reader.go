@@ -56,12 +56,9 @@ func NewReader(r io.Reader) (*Reader, error) {
 	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != Magic {
 		return nil, fmt.Errorf("%w: no export magic at the start", ErrNotExport)
 	}
-	v, w, err := readUvarint(br)
+	v, err := protocol.ReadUvarint(br)
 	if err != nil {
 		return nil, fmt.Errorf("%w: version: %v", ErrCorrupt, truncated(err))
-	}
-	if w != len(binary.AppendUvarint(nil, v)) {
-		return nil, fmt.Errorf("%w: version in %d bytes, more than it takes", ErrCorrupt, w)
 	}
 	if v != Version {
 		return nil, fmt.Errorf("%w: format version %d, this relay reads %d", ErrNotExport, v, Version)
@@ -195,14 +192,9 @@ func (r *Reader) frame() (Kind, []byte, error) {
 	if !ok {
 		return 0, nil, r.corrupt("unknown frame kind 0x%02x", kb)
 	}
-	n, w, err := readUvarint(r.br)
+	n, err := protocol.ReadUvarint(r.br) // the checksum does not cover it
 	if err != nil {
 		return 0, nil, r.corrupt("%q frame length: %v", k, truncated(err))
-	}
-	if w != len(binary.AppendUvarint(nil, n)) {
-		// The checksum does not cover the length, so the same frame
-		// could be written another way: one only is an export's.
-		return 0, nil, r.corrupt("%q frame length in %d bytes, more than it takes", k, w)
 	}
 	if n > uint64(limit) {
 		return 0, nil, r.corrupt("%q frame of %d bytes, over the %d allowed", k, n, limit)
@@ -221,23 +213,6 @@ func (r *Reader) frame() (Kind, []byte, error) {
 	}
 	r.offset += 1 + int64(len(binary.AppendUvarint(nil, n))) + int64(n) + 4
 	return k, payload, nil
-}
-
-// readUvarint is binary.ReadUvarint that also says how many bytes it read.
-func readUvarint(r io.ByteReader) (n uint64, read int, err error) {
-	c := &countingReader{r: r}
-	n, err = binary.ReadUvarint(c)
-	return n, c.n, err
-}
-
-type countingReader struct {
-	r io.ByteReader
-	n int
-}
-
-func (c *countingReader) ReadByte() (byte, error) {
-	c.n++
-	return c.r.ReadByte()
 }
 
 // readN reads n bytes, growing the buffer as data arrives, so a length
