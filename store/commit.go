@@ -434,8 +434,7 @@ func (c *committer) next() (o *op, ok bool) {
 		default:
 		}
 		if len(c.cur.ops) >= c.s.cfg.MaxBatch {
-			c.s.handoff <- c.cur
-			c.handedOff()
+			c.handOff()
 			continue
 		}
 		select {
@@ -445,6 +444,12 @@ func (c *committer) next() (o *op, ok bool) {
 			c.handedOff()
 		}
 	}
+}
+
+// handOff hands the current batch to the writer, waiting until it takes it.
+func (c *committer) handOff() {
+	c.s.handoff <- c.cur
+	c.handedOff()
 }
 
 func (c *committer) handedOff() {
@@ -457,8 +462,7 @@ func (c *committer) handedOff() {
 // finished everything handed to it.
 func (c *committer) drain() {
 	if len(c.cur.ops) > 0 {
-		c.s.handoff <- c.cur
-		c.handedOff()
+		c.handOff()
 	}
 	// The writer receives only when idle, so once it takes this marker every
 	// batch before it is committed (or failed) and acked.
@@ -547,8 +551,7 @@ func (r *recentWrites) reset() { *r = recentWrites{} }
 // shutdown finishes the pipeline when ops is closed.
 func (c *committer) shutdown() {
 	if len(c.cur.ops) > 0 {
-		c.s.handoff <- c.cur
-		c.handedOff()
+		c.handOff()
 	}
 	close(c.s.handoff)
 	<-c.s.writerDone

@@ -100,8 +100,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 		// chunk the one before is committed and acked. A failure found
 		// then stops the replay with this chunk committed too; the store
 		// stays marked for a rebuild all the same.
-		s.handoff <- s.c.cur
-		s.c.handedOff()
+		s.c.handOff()
 		if err := check(); err != nil {
 			return err
 		}
