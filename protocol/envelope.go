@@ -122,7 +122,7 @@ func (e *Envelope) Validate(l ParleyLimits) *Refusal {
 		}
 	}
 	if e.From != nil && e.From.Extension != "" {
-		if err := CheckExtension(e.From.Extension, l.Extension); err != nil {
+		if err := CheckExtension("from.extension", e.From.Extension, l.Extension); err != nil {
 			return err
 		}
 	}
@@ -214,15 +214,18 @@ func checkText(field, s string, max int, required bool) *Refusal {
 	return nil
 }
 
-// CheckExtension checks a sub-line: 1–max code points, no spaces or control
-// characters.
-func CheckExtension(ext string, max int) *Refusal {
-	if n := CodePoints(ext); n < 1 || n > max {
-		return invalid("from.extension", "max_length", "from.extension holds 1 to %d characters.", max)
+// CheckExtension checks a sub-line, sent as field: 1–max code points, no
+// spaces or control characters.
+func CheckExtension(field, ext string, max int) *Refusal {
+	switch n := CodePoints(ext); {
+	case n < 1:
+		return invalid(field, "min_length", "%s holds 1 to %d characters.", field, max)
+	case n > max:
+		return invalid(field, "max_length", "%s holds 1 to %d characters.", field, max)
 	}
 	for _, r := range ext {
 		if r <= ' ' || r == 0x7f || r == ':' {
-			return invalid("from.extension", "format", "from.extension may not contain spaces, control characters or ':'.")
+			return invalid(field, "format", "%s may not contain spaces, control characters or ':'.", field)
 		}
 	}
 	return nil

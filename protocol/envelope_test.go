@@ -301,7 +301,7 @@ var checkExtensionTests = []struct {
 	{strings.Repeat("x", 40), ""},
 	{strings.Repeat("é", 40), ""},
 	{"Worker_2.b", ""},
-	{"", "max_length"},
+	{"", "min_length"},
 	{strings.Repeat("x", 41), "max_length"},
 	{strings.Repeat("é", 41), "max_length"},
 	{"worker 2", "format"},
@@ -315,7 +315,7 @@ var checkExtensionTests = []struct {
 
 func TestCheckExtension(t *testing.T) {
 	for _, tc := range checkExtensionTests {
-		ref := CheckExtension(tc.ext, DefaultParleyLimits.Extension)
+		ref := CheckExtension("from.extension", tc.ext, DefaultParleyLimits.Extension)
 		if tc.rule == "" {
 			if ref != nil {
 				t.Errorf("CheckExtension(%q): %v", tc.ext, ref)

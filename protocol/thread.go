@@ -5,6 +5,8 @@ package protocol
 // functions here decide every state change of a thread from the thread's
 // state and the actor's standing; they never look at storage.
 
+import "slices"
+
 // Origins of a thread's state.
 const (
 	OriginUser = "user" // set by the realm's human
@@ -156,6 +158,9 @@ func ReopenChange(t ThreadState, s Standing) (*Change, *Refusal) {
 // SideChange sets a side state: deferred, obsolete or rejected (authority).
 // The forward states are not set this way.
 func SideChange(t ThreadState, to State, s Standing) (*Change, *Refusal) {
+	if !slices.Contains(States, to) {
+		return nil, Refusef(ReasonInvalidBody, "state %q is not a thread state: open, answered, decided, closed, deferred, obsolete, rejected.", to).With("field", "state").With("rule", "enum")
+	}
 	if !IsSide(to) {
 		return nil, Refusef(ReasonStateNotSettable, "%q is not set this way: use close, reopen or a message (answer, decide).", to).With("field", "state")
 	}

@@ -379,7 +379,10 @@ type sideChangeTest struct {
 	details map[string]any
 }
 
-var notSettable = map[string]any{"field": "state"}
+var (
+	notSettable = map[string]any{"field": "state"}
+	notAState   = map[string]any{"field": "state", "rule": "enum"}
+)
 
 var sideChangeTests = []sideChangeTest{
 	// Only deferred, obsolete and rejected are set this way; the rule
@@ -391,8 +394,9 @@ var sideChangeTests = []sideChangeTest{
 	{"closed without authority", NewThread(), StateClosed, StandingNone, nil, ReasonStateNotSettable, notSettable},
 	{"answered without authority", NewThread(), StateAnswered, StandingNone, nil, ReasonStateNotSettable, notSettable},
 	{"closed on a locked thread", byHuman(StateClosed, StateOpen), StateClosed, StandingNone, nil, ReasonStateNotSettable, notSettable},
-	{"no state", NewThread(), "", StandingHuman, nil, ReasonStateNotSettable, notSettable},
-	{"no such state", NewThread(), "paused", StandingHuman, nil, ReasonStateNotSettable, notSettable},
+	// A state that does not exist is a body the seed refuses, before any rule.
+	{"no state", NewThread(), "", StandingHuman, nil, ReasonInvalidBody, notAState},
+	{"no such state", NewThread(), "paused", StandingNone, nil, ReasonInvalidBody, notAState},
 
 	{"no authority", NewThread(), StateDeferred, StandingNone, nil, ReasonThreadAuthority, nil},
 	{"no authority on a locked thread", byHuman(StateClosed, StateOpen), StateDeferred, StandingNone, nil, ReasonThreadAuthority, nil},

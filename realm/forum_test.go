@@ -824,6 +824,7 @@ func TestForumThreadSideStates(t *testing.T) {
 		{"stranger", b, "deferred", 403, "thread_authority_missing", threadState{"open", nil, false, false, true}},
 		{"forward state", a, "answered", 400, "state_not_settable", threadState{"open", nil, false, false, true}},
 		{"closed", a, "closed", 400, "state_not_settable", threadState{"open", nil, false, false, true}},
+		{"no such state", b, "paused", 400, "invalid_body", threadState{"open", nil, false, false, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := open()

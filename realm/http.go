@@ -264,6 +264,9 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			}
 			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The body could not be read.")
 		}
+		if ref := api.CheckText(body); ref != nil {
+			return nil, ref
+		}
 		if len(bytes.TrimSpace(body)) > 0 {
 			// Most bodies are flat objects: written as the decode and
 			// marshal below would write them, without either.

@@ -191,6 +191,11 @@ func TestRefusalParity(t *testing.T) {
 		{"invalid_body", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "shout", "body": "x"}, 400},
 		{"invalid_body", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": ""}, 400},
 		{"invalid_body", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "colour": 1}, 400},
+		{"invalid_body", a, "POST", "/api/v1/boards/1/threads", "post_boards_id_threads", map[string]any{"id": 1, "kind": "ask", "body": "x", "thread": ""}, 400},
+		{"invalid_body", a, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "paused"}, 400},
+		{"invalid_body", a, "GET", "/api/v1/inbox?extension=a%20b", "get_inbox", map[string]any{"extension": "a b"}, 400},
+		{"invalid_body", a, "POST", "/api/v1/inbox/ack", "post_inbox_ack", map[string]any{"extension": strings.Repeat("x", 41)}, 400},
+		{"invalid_body", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "supports", "from": map[string]any{"extension": ""}}, 400},
 		{"token_read_only", reader, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x"}, 403},
 		{"token_right_missing", a, "POST", "/api/v1/threads/th_1/pin", "post_threads_id_pin", map[string]any{"id": "th_1"}, 403},
 		{"verify_right_missing", a, "POST", "/api/v1/claims/cl_2/seal", "post_claims_id_seal", map[string]any{"id": "cl_2"}, 403},
@@ -271,6 +276,9 @@ var fieldParityCases = []fieldParityCase{
 	{"unknown in from", `{"kind":"note","body":"x","from":{"extension":"w","x y":1,"x]":2}}`, "from.x y", "unknown_field"},
 	{"unknown in a claim", `{"kind":"note","body":"x","claims":[{"statement":"s","z":1,"é":2}]}`, "claims[0].z", "unknown_field"},
 	{"missing in a claim", `{"kind":"note","body":"x","claims":[{"statement":"s"},{}]}`, "claims[1].statement", "required"},
+	{"empty extension", `{"kind":"note","body":"x","from":{"extension":""}}`, "from.extension", "min_length"},
+	{"empty parent", `{"kind":"note","body":"x","parent":""}`, "parent", "min_length"},
+	{"empty thread", `{"kind":"note","body":"x","thread":""}`, "thread", "min_length"},
 }
 
 // TestRefusalFieldParity: the same invalid body is refused with the same

@@ -147,3 +147,49 @@ func TestOperationsShaped(t *testing.T) {
 		t.Fatalf("only %d operations with an input", n)
 	}
 }
+
+// TestNotTextRefused: a body that is not UTF-8, or escapes half a
+// surrogate pair, is refused as invalid_json over HTTP and MCP alike, for
+// the forum and the corpus, and nothing is stored.
+func TestNotTextRefused(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	ag := tn.registerAgent(t, true)
+	before := tn.Store().Sequence()
+	for _, body := range []string{"\xff\xfe", `a\ud800b`, `\udc00`} {
+		post := func(url string, header map[string]string) (int, map[string]any) {
+			req, _ := http.NewRequest("POST", url, strings.NewReader(`{"kind":"note","body":"`+body+`","subject":"s","content":"`+body+`"}`))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range header {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			json.NewDecoder(resp.Body).Decode(&out)
+			return resp.StatusCode, out
+		}
+		// The forum's envelope has no subject or content: the text is
+		// refused before the unknown fields would be.
+		if st, out := post(tn.srv.URL+"/api/v1/threads/th_1/messages", map[string]string{"Authorization": "Bearer " + a}); st != 400 || out["reason"] != "invalid_json" {
+			t.Errorf("forum, %q: %d %v", body, st, out)
+		}
+		if st, out := post(tn.srv.URL+"/"+ag.endpoint+"/createConversation", map[string]string{"Authorization": "Bearer " + ag.id, "Operation-Token": "t-" + body}); st != 400 || corpusCode(out) != "invalid_request" { // the corpus's code for invalid_json
+			t.Errorf("corpus, %q: %d %v", body, st, out)
+		}
+		msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_threads_id_messages","arguments":{"id":"th_1","kind":"note","body":"` + body + `"}}}`
+		_, out := rawMCP(t, tn.srv.URL, a, []byte(msg))
+		res, _ := out["result"].(map[string]any)
+		sc, _ := res["structuredContent"].(map[string]any)
+		if res["isError"] != true || sc["reason"] != "invalid_json" {
+			t.Errorf("mcp, %q: %v", body, out)
+		}
+	}
+	if after := tn.Store().Sequence(); after != before {
+		t.Fatalf("stored %d events", after-before)
+	}
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"math"
 	"reflect"
+	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -10,7 +11,7 @@ import (
 // A shape is an input schema compiled for the registry's own check of
 // decoded arguments. It knows the keywords the operations' schemas use —
 // type, properties, required, additionalProperties, items, the bounds of
-// a number — and nothing
+// a number, a string's least length — and nothing
 // else: a schema with any other keyword that validation reads compiles to
 // no shape, and its operation keeps the validator alone.
 //
@@ -28,6 +29,8 @@ type shape struct {
 	items  *shape // nil: any items
 	// Bounds of a number; nil: none.
 	min, max, exclusiveMin, exclusiveMax *float64
+	// minLength is a string's least length in code points; 0: none.
+	minLength int
 	// required are the properties an object must have (null counts);
 	// requiredBit numbers them for the scan of raw arguments, up to 64.
 	required    []string
@@ -69,6 +72,7 @@ func compileShape(s *jsonschema.Schema) *shape {
 	rest.Type, rest.Types = "", nil
 	rest.Properties, rest.Required, rest.AdditionalProperties, rest.Items = nil, nil, nil, nil
 	rest.Minimum, rest.Maximum, rest.ExclusiveMinimum, rest.ExclusiveMaximum = nil, nil, nil, nil
+	rest.MinLength = nil
 	if !reflect.ValueOf(rest).IsZero() {
 		return nil
 	}
@@ -78,6 +82,9 @@ func compileShape(s *jsonschema.Schema) *shape {
 		}
 	}
 	sh := &shape{required: s.Required, min: s.Minimum, max: s.Maximum, exclusiveMin: s.ExclusiveMinimum, exclusiveMax: s.ExclusiveMaximum}
+	if s.MinLength != nil {
+		sh.minLength = max(*s.MinLength, 0)
+	}
 	if len(s.Required) > 64 {
 		return nil
 	}
@@ -146,6 +153,10 @@ func (sh *shape) admits(v any) bool {
 		// comparisons of finite values.
 		if sh.min != nil && x < *sh.min || sh.max != nil && x > *sh.max ||
 			sh.exclusiveMin != nil && x <= *sh.exclusiveMin || sh.exclusiveMax != nil && x >= *sh.exclusiveMax {
+			return false
+		}
+	case string:
+		if sh.minLength > 0 && utf8.RuneCountInString(x) < sh.minLength {
 			return false
 		}
 	case map[string]any:

@@ -36,6 +36,10 @@ var shapeSchemas = []string{
 	`{"type":"object","properties":{"a":{"exclusiveMinimum":0,"exclusiveMaximum":1}}}`,
 	`{"type":"object","properties":{"a":{"type":"array","items":{"maximum":0}}}}`,
 	`{"type":"object","title":"t","description":"d","$comment":"c","default":{},"examples":[{}],"deprecated":true,"readOnly":true}`,
+	`{"type":"object","properties":{"a":{"type":"string","minLength":1}}}`,
+	`{"type":"object","properties":{"a":{"type":["string","integer"],"minLength":1}}}`,
+	`{"type":"object","properties":{"a":{"type":"array","items":{"minLength":2}}}}`,
+	`{"type":"object","properties":{"a":{"minLength":0}}}`,
 }
 
 // noShapeSchemas use a keyword validation reads that a shape does not
@@ -68,6 +72,7 @@ var shapeInstances = []string{
 	`{"a":[]}`, `{"a":["s"]}`, `{"a":["s",1]}`, `{"a":[null]}`, `{"a":{}}`, `{"a":{"x":"s"}}`, `{"a":{"x":1}}`,
 	`{"b":1}`, `{"a":1,"b":null}`, `{"b":true}`, `{"o":{}}`, `{"o":{"x":"s"}}`, `{"o":{"x":"s","y":1}}`, `{"o":null}`,
 	`{"a":1,"a":"s"}`, `{"a":"s","a":1}`, `{"o":{"x":1},"o":{"x":"s"}}`,
+	`{"a":""}`, `{"a":"é"}`, `{"a":"\u00e9"}`, `{"a":"\n"}`, `{"a":"ab"}`, `{"a":["", "s", "st"]}`, `{"a":["st","\u0000x"]}`, `{"a":"","a":"s"}`,
 }
 
 func resolveSchema(t testing.TB, src string) (*jsonschema.Schema, *jsonschema.Resolved) {

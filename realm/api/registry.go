@@ -313,6 +313,9 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
 	}
+	if ref := CheckText(args); ref != nil {
+		return nil, ref
+	}
 	// Nearly all arguments are read once, by the shape, and not decoded.
 	if op.shape != nil && op.shape.admitsJSON(args) {
 		return args, nil

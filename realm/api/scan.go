@@ -55,7 +55,7 @@ func (sc *scan) value(sh *shape, depth int) bool {
 	case c == '[':
 		return is(sh, typeArray) && depth < maxScanDepth && sc.array(sh, depth+1)
 	case c == '"':
-		return is(sh, typeString) && sc.str()
+		return is(sh, typeString) && sc.str(sh)
 	case c == 't':
 		return is(sh, typeBoolean) && sc.literal("true")
 	case c == 'f':
@@ -114,14 +114,20 @@ func (sc *scan) integer(sh *shape) bool {
 
 // str reads a string as encoding/json's scanner does: no control
 // characters, only JSON's escapes; bytes that are not UTF-8 are decoded
-// (to U+FFFD), not refused.
-func (sc *scan) str() bool {
+// (to U+FFFD), not refused. Of a least length it checks only that a string
+// is not empty, which every character or escape makes it; a longer least
+// length takes the decode.
+func (sc *scan) str(sh *shape) bool {
 	sc.i++ // the opening quote
+	start := sc.i
 	for sc.i < len(sc.b) {
 		c := sc.b[sc.i]
 		switch {
 		case c == '"':
 			sc.i++
+			if sh != nil && sh.minLength > 0 {
+				return sh.minLength == 1 && sc.i-1 > start
+			}
 			return true
 		case c < 0x20:
 			return false

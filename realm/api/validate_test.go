@@ -15,10 +15,14 @@ import (
 )
 
 // validateBefore is validate as it was written with two decodes, UseNumber
-// then plain: the refusals of the one-decode validate must be its refusals.
+// then plain (and, since, the check that the arguments are text): the
+// refusals of the one-decode validate must be its refusals.
 func validateBefore(op *Operation, args json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
+	}
+	if ref := CheckText(args); ref != nil {
+		return nil, ref
 	}
 	var inst any
 	dec := json.NewDecoder(bytes.NewReader(args))

@@ -19,9 +19,9 @@ func (s *Service) registerBoards(reg *api.Registry) {
 		loosen(api.Define("get_boards_id", http.MethodGet, "/api/v1/boards/{id}", "One board with counters (id or slug).", api.Public, s.getBoard), "id"),
 		api.Define("post_boards", http.MethodPost, "/api/v1/boards", "Create a board (container); needs the write right.", api.NeedRight(protocol.RightWrite), s.postBoard),
 		loosen(api.Define("get_boards_id_threads", http.MethodGet, "/api/v1/boards/{id}/threads", "The threads of a board, waiting first.", api.Public, s.boardThreads), "id"),
-		anyValue(loosen(api.Define("post_boards_id_threads", http.MethodPost, "/api/v1/boards/{id}/threads",
+		envelope(loosen(api.Define("post_boards_id_threads", http.MethodPost, "/api/v1/boards/{id}/threads",
 			"Open a thread with an envelope (kind, body); an envelope naming a thread continues it.", api.NeedRight(protocol.RightWrite), s.openThread),
-			"id", "thread", "parent"), "author_kind", "created_at", "awaiting"),
+			"id", "thread", "parent")),
 	)
 }
 

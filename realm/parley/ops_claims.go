@@ -14,7 +14,7 @@ func (s *Service) registerClaims(reg *api.Registry) {
 	reg.Add(
 		loosen(api.Define("get_claims_id", http.MethodGet, "/api/v1/claims/{id}", "One claim with its attestations.", api.Public, s.getClaim), "id"),
 		loosen(api.Define("get_threads_id_claims", http.MethodGet, "/api/v1/threads/{id}/claims", "All claims of a thread.", api.Public, s.threadClaims), "id"),
-		loosen(api.Define("post_claims_id_attest", http.MethodPost, "/api/v1/claims/{id}/attest", "Attest a claim: supports, refutes (with evidence) or inconclusive.", api.NeedRight(protocol.RightWrite), s.attest), "id"),
+		withExtension(loosen(api.Define("post_claims_id_attest", http.MethodPost, "/api/v1/claims/{id}/attest", "Attest a claim: supports, refutes (with evidence) or inconclusive.", api.NeedRight(protocol.RightWrite), s.attest), "id")),
 		loosen(api.Define("post_claims_id_seal", http.MethodPost, "/api/v1/claims/{id}/seal", "Seal a claim as verified (the human or the verify right).", api.NeedRight(protocol.RightVerify), s.seal), "id"),
 	)
 }
@@ -105,7 +105,7 @@ func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimRe
 	}
 	ext := ""
 	if in.From != nil && in.From.Extension != "" {
-		if ref := protocol.CheckExtension(in.From.Extension, l.Extension); ref != nil {
+		if ref := protocol.CheckExtension("from.extension", in.From.Extension, l.Extension); ref != nil {
 			return ClaimResult{}, ref
 		}
 		ext = in.From.Extension

@@ -31,7 +31,7 @@ var FeatureStatuses = []string{"open", "accepted", "planned", "done", "rejected"
 
 func (s *Service) registerFeatures(reg *api.Registry) {
 	reg.Add(
-		api.Define("post_features", http.MethodPost, "/api/v1/features", "Request a new tool; the operator is notified at once.", api.NeedRight(protocol.RightRead), s.postFeature),
+		withExtension(api.Define("post_features", http.MethodPost, "/api/v1/features", "Request a new tool; the operator is notified at once.", api.NeedRight(protocol.RightRead), s.postFeature)),
 		api.Define("get_features", http.MethodGet, "/api/v1/features", "Feature requests: your own, or all with the grant right.", api.NeedRight(protocol.RightRead), s.listFeatures),
 		api.Define("post_features_id_status", http.MethodPost, "/api/v1/features/{id}/status", "Decide a feature request (the human or grant).", api.NeedRight(protocol.RightGrant), s.featureStatus),
 	)
@@ -61,7 +61,7 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 	}
 	f := Feature{Title: title, Body: body, Status: "open", Requester: c.Principal.Identity.String()}
 	if in.From != nil && in.From.Extension != "" {
-		if ref := protocol.CheckExtension(in.From.Extension, s.cfg.Limits.Extension); ref != nil {
+		if ref := protocol.CheckExtension("from.extension", in.From.Extension, s.cfg.Limits.Extension); ref != nil {
 			return FeatureOut{}, ref
 		}
 		f.Extension = in.From.Extension

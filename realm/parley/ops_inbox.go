@@ -44,6 +44,9 @@ func inboxKey(identity, ext string) []byte {
 }
 
 func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut, error) {
+	if ref := s.checkInboxExtension(in.Extension); ref != nil {
+		return InboxOut{}, ref
+	}
 	me := c.Principal.Identity.String()
 	out := InboxOut{Identity: me, Extension: in.Extension, Threads: []ThreadOut{}, Replies: []MessageOut{}}
 	var sinceTime time.Time
@@ -131,7 +134,20 @@ type AckOut struct {
 	Cursor uint64 `json:"cursor"`
 }
 
+// checkInboxExtension checks the sub-line an inbox is asked or acknowledged
+// for, as a message's: none ("", also an empty query parameter) is the
+// identity's own inbox.
+func (s *Service) checkInboxExtension(ext string) *protocol.Refusal {
+	if ext == "" {
+		return nil
+	}
+	return protocol.CheckExtension("extension", ext, s.cfg.Limits.Extension)
+}
+
 func (s *Service) ack(ctx context.Context, c *api.Call, in ackIn) (AckOut, error) {
+	if ref := s.checkInboxExtension(in.Extension); ref != nil {
+		return AckOut{}, ref
+	}
 	cursor := s.st.Sequence()
 	if in.Cursor != nil {
 		cursor = *in.Cursor

@@ -314,12 +314,34 @@ func draft(typ string, p *api.Principal, data any) (*protocol.Draft, error) {
 }
 
 // loosen lets the named properties of an input schema be a string or an
-// integer: keys such as th_12 may be sent as 12.
+// integer: keys such as th_12 may be sent as 12. A key is never empty: ""
+// is refused, not taken for a missing key (a thread "" would open a new
+// thread).
 func loosen(op *api.Operation, names ...string) *api.Operation {
 	for _, n := range names {
 		if prop, ok := op.Input.Properties[n]; ok {
 			prop.Type = ""
 			prop.Types = []string{"string", "integer"}
+			prop.MinLength = jsonschema.Ptr(1)
+		}
+	}
+	return op
+}
+
+// envelope marks an operation whose input is an envelope: the server-set
+// fields a client may echo back take any value.
+func envelope(op *api.Operation) *api.Operation {
+	return anyValue(withExtension(op), "author_kind", "created_at", "awaiting")
+}
+
+// withExtension says of an input with from.extension that the sub-line,
+// when sent, holds at least one character: the seed's 1–40, the
+// manifest's limit bounding it above (protocol.CheckExtension). "" is
+// refused, not taken for no extension.
+func withExtension(op *api.Operation) *api.Operation {
+	if from, ok := op.Input.Properties["from"]; ok {
+		if ext, ok := from.Properties["extension"]; ok {
+			ext.MinLength = jsonschema.Ptr(1)
 		}
 	}
 	return op
