@@ -137,16 +137,22 @@ func CloseChange(t ThreadState, s Standing) (*Change, *Refusal) {
 }
 
 // ReopenChange reopens a closed thread (authority) or one set aside
-// (moderation: lock or human), restoring the state it had before.
+// (moderation: lock or human), restoring the state it had before. A state
+// the human set, only the human reopens. A model's reopen is a proposal,
+// and a proposal over a confirmed close leaves the thread locked until it
+// is confirmed (relay's thread records).
 func ReopenChange(t ThreadState, s Standing) (*Change, *Refusal) {
 	if !s.authority() {
 		return nil, Refuse(ReasonThreadAuthority)
 	}
 	switch {
-	case IsSide(t.State) && s < StandingLock:
-		return nil, Refusef(ReasonThreadAuthority, "Only moderation (a lock holder or the human) reopens a %s thread.", t.State)
 	case t.State != StateClosed && !IsSide(t.State):
 		return nil, Refusef(ReasonStateInvalid, "Only a closed or set-aside thread can be reopened; it is %s.", t.State)
+	case t.Confirmed && t.Origin == OriginUser && s < StandingHuman:
+		// Higher beats lower: what the human set, only the human undoes.
+		return nil, Refusef(ReasonThreadAuthority, "The human made this thread %s; only the human reopens it.", t.State)
+	case IsSide(t.State) && s < StandingLock:
+		return nil, Refusef(ReasonThreadAuthority, "Only moderation (a lock holder or the human) reopens a %s thread.", t.State)
 	}
 	to := t.Before
 	if to == "" || to == StateClosed || IsSide(to) {

@@ -319,7 +319,7 @@ var reopenChangeTests = []reopenChangeTest{
 	// Reopening restores the state before the close.
 	{"the creator reopens a proposed close", proposed(StateClosed, StateAnswered), StandingCreator,
 		&Change{To: StateAnswered, Origin: OriginLLM}, ""},
-	{"the creator reopens a locked thread: a proposal", byHuman(StateClosed, StateDecided), StandingCreator,
+	{"the creator reopens a lock holder's close: a proposal", byLock(StateClosed, StateDecided), StandingCreator,
 		&Change{To: StateDecided, Origin: OriginLLM}, ""},
 	{"the human reopens a thread closed from answered", byHuman(StateClosed, StateAnswered), StandingHuman,
 		&Change{To: StateAnswered, Origin: OriginUser, Confirmed: true}, ""},
@@ -331,8 +331,15 @@ var reopenChangeTests = []reopenChangeTest{
 	// Side states: only moderation (lock, human).
 	{"the human reopens deferred", byHuman(StateDeferred, StateAnswered), StandingHuman,
 		&Change{To: StateAnswered, Origin: OriginUser, Confirmed: true}, ""},
-	{"a lock holder reopens obsolete", byHuman(StateObsolete, StateDecided), StandingLock,
+	{"a lock holder reopens obsolete", byLock(StateObsolete, StateDecided), StandingLock,
 		&Change{To: StateDecided, Origin: OriginLLM, Confirmed: true}, ""},
+	{"a lock holder reopens a proposed obsolete", proposed(StateObsolete, StateDecided), StandingLock,
+		&Change{To: StateDecided, Origin: OriginLLM, Confirmed: true}, ""},
+
+	// Higher beats lower: what the human set, only the human undoes.
+	{"the creator reopens the human's close", byHuman(StateClosed, StateDecided), StandingCreator, nil, ReasonThreadAuthority},
+	{"a lock holder reopens the human's close", byHuman(StateClosed, StateAnswered), StandingLock, nil, ReasonThreadAuthority},
+	{"a lock holder reopens the human's obsolete", byHuman(StateObsolete, StateDecided), StandingLock, nil, ReasonThreadAuthority},
 	{"the human reopens a proposed rejected", proposed(StateRejected, StateOpen), StandingHuman,
 		&Change{To: StateOpen, Origin: OriginUser, Confirmed: true}, ""},
 	{"the creator reopens rejected", byHuman(StateRejected, StateOpen), StandingCreator, nil, ReasonThreadAuthority},

@@ -1408,3 +1408,34 @@ func TestForumDurability(t *testing.T) {
 		t.Fatalf("open after rebuild: %v", out)
 	}
 }
+
+// TestForumReopenHigherBeatsLower: what the human closed, only the human
+// reopens; a lock holder's close the creator may propose to reopen, and the
+// thread stays locked until that proposal is confirmed.
+func TestForumReopenHigherBeatsLower(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	b := tn.issue(t, "beta", "write")
+	l := tn.issue(t, "moderator", "write", "lock")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "closed by the human"})
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "closed by a lock holder"})
+
+	tn.post(t, tn.operator, "/api/v1/threads/th_1/close", map[string]any{})
+	forumRefused(t, tn, "POST", "/api/v1/threads/th_1/reopen", a, map[string]any{}, 403, "thread_authority_missing")
+	forumRefused(t, tn, "POST", "/api/v1/threads/th_1/reopen", l, map[string]any{}, 403, "thread_authority_missing")
+	tn.checkThread(t, "the human's close stands", "th_1", threadState{"closed", "user", false, true, true})
+	tn.post(t, tn.operator, "/api/v1/threads/th_1/reopen", map[string]any{})
+	tn.checkThread(t, "reopened by the human", "th_1", threadState{"open", "user", false, false, true})
+
+	tn.post(t, l, "/api/v1/threads/th_2/close", map[string]any{})
+	tn.post(t, a, "/api/v1/threads/th_2/reopen", map[string]any{})
+	tn.checkThread(t, "the creator's proposed reopen", "th_2", threadState{"open", "llm", true, true, true})
+	forumRefused(t, tn, "POST", "/api/v1/threads/th_2/messages", b, map[string]any{"kind": "note", "body": "x"}, 409, "thread_closed")
+	// Rejected, the close stands; proposed again and confirmed, it opens.
+	tn.post(t, l, "/api/v1/threads/th_2/reject", map[string]any{})
+	tn.checkThread(t, "the reopen rejected", "th_2", threadState{"closed", "llm", false, true, true})
+	tn.post(t, a, "/api/v1/threads/th_2/reopen", map[string]any{})
+	tn.post(t, l, "/api/v1/threads/th_2/confirm", map[string]any{})
+	tn.checkThread(t, "the reopen confirmed", "th_2", threadState{"open", "llm", false, false, true})
+	tn.post(t, b, "/api/v1/threads/th_2/messages", map[string]any{"kind": "note", "body": "open again"})
+}

@@ -131,8 +131,15 @@ func TestScenarioThreadLifecycle(t *testing.T) {
 		}
 	}
 
+	// The creator's reopen is a proposal: as a proposed close does not
+	// lock, a proposed reopen does not unlock; its confirmation does.
 	tn.post(t, a, "/api/v1/threads/th_1/reopen", map[string]any{})
-	tn.checkThread(t, "reopen", "th_1", threadState{"decided", "llm", true, false, false})
+	tn.checkThread(t, "proposed reopen", "th_1", threadState{"decided", "llm", true, true, false})
+	if status, out := tn.do(t, "POST", "/api/v1/threads/th_1/messages", b, map[string]any{"kind": "note", "body": "too soon"}); status != 409 || out["reason"] != "thread_closed" {
+		t.Fatalf("post before the reopen is confirmed: %d %v", status, out)
+	}
+	tn.post(t, tn.operator, "/api/v1/threads/th_1/confirm", map[string]any{})
+	tn.checkThread(t, "reopen", "th_1", threadState{"decided", "llm", false, false, false})
 	tn.post(t, b, "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "Open again."})
 
 	_, ev := tn.do(t, "GET", "/api/v1/threads/th_1/events", "", nil)
@@ -141,7 +148,7 @@ func TestScenarioThreadLifecycle(t *testing.T) {
 		m := e.(map[string]any)
 		vias = append(vias, fmt.Sprintf("%s:%s→%s", m["via"], m["from"], m["to"]))
 	}
-	want := "act:open→answered act:answered→decided close:decided→closed confirm:closed→closed reopen:closed→decided"
+	want := "act:open→answered act:answered→decided close:decided→closed confirm:closed→closed reopen:closed→decided confirm:decided→decided"
 	if strings.Join(vias, " ") != want {
 		t.Fatalf("history:\n got %s\nwant %s", strings.Join(vias, " "), want)
 	}

@@ -115,7 +115,7 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 // thread is not locked or set aside, and the last message is not the
 // caller's own.
 func awaits(t *threadRec, realm protocol.Realm, identity, ext string) bool {
-	if !t.Awaiting || t.State.Locked() || protocol.IsSide(t.State.State) {
+	if !t.Awaiting || t.locked() || protocol.IsSide(t.State.State) {
 		return false
 	}
 	if t.Last.Realm != realm || t.Last.Identity != identity {

@@ -93,7 +93,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			// A thread of another realm is checked as this replica sees it;
 			// its own realm has the last word (reply.go).
-			if t.State.Locked() {
+			if t.locked() {
 				return nil, protocol.Refuse(protocol.ReasonThreadClosed)
 			}
 			if t.NoLLM && !p.Human {

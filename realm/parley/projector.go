@@ -21,8 +21,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // ProjectionVersion changes whenever what Apply derives from an event
 // changes, so that stores projected before are rebuilt (store.Versioned).
 // 1: the participation and decided-reply indexes hold this realm's
-// identities only.
-func (projector) ProjectionVersion() string { return "parley/1" }
+// identities only. 2: a proposed reopen of a confirmed close leaves the
+// thread locked, so it is not counted as waiting.
+func (projector) ProjectionVersion() string { return "parley/2" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the

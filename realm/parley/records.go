@@ -148,7 +148,15 @@ func (t *threadRec) board() rid { return rid{t.Realm, t.Board} }
 // waiting reports whether the thread awaits a reply someone can give: its
 // last act expects one and it is neither locked nor set aside.
 func (t *threadRec) waiting() bool {
-	return t.Awaiting && !t.State.Locked() && !protocol.IsSide(t.State.State)
+	return t.Awaiting && !t.locked() && !protocol.IsSide(t.State.State)
+}
+
+// locked reports whether the thread accepts no message: it is closed and
+// confirmed, or a model's proposal (a reopen) stands over a confirmed close.
+// As a proposed close does not lock, a proposed reopen does not unlock:
+// only its confirmation does.
+func (t *threadRec) locked() bool {
+	return t.State.Locked() || !t.State.Confirmed && t.Settled.Locked()
 }
 
 // newer orders threads by their latest activity, newest first; the node

@@ -318,7 +318,7 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 // forbids models' replies, the body limit.
 func (s *Service) judge(t *threadRec, m *messageRec) *protocol.Refusal {
 	switch {
-	case t.State.Locked():
+	case t.locked():
 		return protocol.Refuse(protocol.ReasonThreadClosed)
 	case t.NoLLM && m.AuthorKind != protocol.OriginUser:
 		return protocol.Refuse(protocol.ReasonLLMReplyForbidden)

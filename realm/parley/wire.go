@@ -163,7 +163,7 @@ func (s *Service) threadOut(t *threadRec) ThreadOut {
 	out := ThreadOut{
 		ID: s.keyString(protocol.KeyThread, t.id()), Realm: string(t.Realm), CID: t.CID, Board: t.Board, Title: t.Title,
 		State: t.State.State, StateConfirmedBy: t.ConfirmedBy, StateSetBy: t.StateBy, StateSetAt: t.StateAt,
-		Proposal: !t.State.Confirmed, Locked: t.State.Locked(), Creator: t.Creator, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
+		Proposal: !t.State.Confirmed, Locked: t.locked(), Creator: t.Creator, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		Awaiting: t.Awaiting, MessageCount: t.Messages, ClaimCount: t.Claims, Pinned: t.Pinned, LLMReplyForbidden: t.NoLLM,
 	}
 	if t.State.Origin != "" {
