@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -776,4 +777,56 @@ func TestCorpusIndex(t *testing.T) {
 			t.Errorf("%s: %d", p, status)
 		}
 	}
+}
+
+// TestCorpusEmptyPagesKeepTheCursor: an empty page of a snapshot export,
+// of /messages, /conversations and /relationship-assertions answers the
+// requested after as its next_cursor (X-Next-Cursor too), as the change
+// feed does, with no next link; a page without after has none.
+func TestCorpusEmptyPagesKeepTheCursor(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.registerAgent(t, true)
+	_, c1, _ := tn.write(t, a, "/createConversation", "1", map[string]any{"subject": "S", "content": "first"})
+	at := strconv.FormatUint(tn.Store().Sequence(), 10)
+	for _, tc := range []struct{ path, cursor string }{
+		{"/corpus/snapshot.json?at=" + at + "&export=relationship_retractions&after=42", "relationship_retractions.next_cursor"},
+		{"/corpus/snapshot.json?at=" + at + "&export=messages&after=" + at, "messages.next_cursor"},
+		{"/messages?after=500", "next_cursor"},
+		{"/conversations?after=500", "next_cursor"},
+		{"/relationship-assertions?message_id=" + c1["message_id"].(string) + "&after=77", "next_cursor"},
+	} {
+		st, body, hdr := tn.get(t, tc.path, nil)
+		var out map[string]any
+		if err := json.Unmarshal(body, &out); err != nil || st != 200 {
+			t.Fatalf("%s: %d %s", tc.path, st, body)
+		}
+		want, _ := url.ParseQuery(tc.path[strings.Index(tc.path, "?")+1:])
+		path := strings.Split(tc.cursor, ".")
+		var got any = out
+		for _, f := range path {
+			got = asMap(got)[f]
+		}
+		if got != mustFloat(t, want.Get("after")) {
+			t.Errorf("%s: next_cursor %v, want %s: %s", tc.path, got, want.Get("after"), body)
+		}
+		if len(path) == 1 && hdr.Get("X-Next-Cursor") != want.Get("after") {
+			t.Errorf("%s: X-Next-Cursor %q", tc.path, hdr.Get("X-Next-Cursor"))
+		}
+		if len(path) == 2 && asMap(out[path[0]])["next"] != nil {
+			t.Errorf("%s: an empty page links a next one: %s", tc.path, body)
+		}
+	}
+	_, body, hdr := tn.get(t, "/messages?before=1", nil)
+	if !bytes.Contains(body, []byte(`"next_cursor":null`)) || hdr.Get("X-Next-Cursor") != "" {
+		t.Errorf("an empty page without after: %s %v", body, hdr)
+	}
+}
+
+func mustFloat(t *testing.T, s string) float64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

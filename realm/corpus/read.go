@@ -83,7 +83,7 @@ type messagesIn struct {
 // MessagesOut is a page of messages.
 type MessagesOut struct {
 	Messages   []Message `json:"messages"`
-	NextCursor *uint64   `json:"next_cursor" jsonschema:"the highest sequence returned; continue with after=next_cursor"`
+	NextCursor *uint64   `json:"next_cursor" jsonschema:"the highest sequence returned, when there is more (continue with after=next_cursor); the requested after on an empty page"`
 	HasMore    bool      `json:"has_more"`
 	page       page
 }
@@ -155,8 +155,19 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 		next := out.Messages[n-1].Sequence
 		out.NextCursor = &next
 		out.page = page{next: &next}
+	} else if n == 0 && in.After != nil {
+		out.NextCursor = emptyPageCursor(in.After)
+		out.page = page{next: out.NextCursor}
 	}
 	return out, err
+}
+
+// emptyPageCursor is the next_cursor of an empty page: the requested
+// cursor, kept, so that a client polling with after=next_cursor stays where
+// it was (the seed: "Empty pages retain the requested cursor").
+func emptyPageCursor(after *uint64) *uint64 {
+	a := *after
+	return &a
 }
 
 type messageIDIn struct {
@@ -191,7 +202,7 @@ type conversationsIn struct {
 // ConversationsOut is a page of conversations.
 type ConversationsOut struct {
 	Conversations []Conversation `json:"conversations"`
-	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest created_sequence returned"`
+	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest created_sequence returned, when there is more; the requested after on an empty page"`
 	HasMore       bool           `json:"has_more"`
 	page          page
 }
@@ -246,6 +257,9 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 		next := out.Conversations[n-1].CreatedSequence
 		out.NextCursor = &next
 		out.page = page{next: &next}
+	} else if n == 0 && in.After != nil {
+		out.NextCursor = emptyPageCursor(in.After)
+		out.page = page{next: out.NextCursor}
 	}
 	return out, err
 }

@@ -560,7 +560,7 @@ type relationshipsIn struct {
 type RelationshipsOut struct {
 	Relationships []Relationship `json:"relationships"`
 	At            uint64         `json:"at" jsonschema:"the sequence the page reflects; keep it fixed while paging"`
-	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest sequence returned; continue with after=next_cursor"`
+	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest sequence returned, when there is more (continue with after=next_cursor); the requested after on an empty page"`
 	HasMore       bool           `json:"has_more"`
 	page          page
 }
@@ -644,6 +644,9 @@ func (s *Service) listRelationships(ctx context.Context, c *api.Call, in relatio
 		next := out.Relationships[n-1].Sequence
 		out.NextCursor = &next
 		out.page = page{next: &next}
+	} else if n == 0 && in.After != nil {
+		out.NextCursor = emptyPageCursor(in.After)
+		out.page = page{next: out.NextCursor}
 	}
 	return out, err
 }

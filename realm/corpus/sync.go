@@ -515,7 +515,7 @@ type SnapshotOut struct {
 type ExportPage[T any] struct {
 	Items      []T     `json:"items"`
 	HasMore    bool    `json:"has_more"`
-	NextCursor *uint64 `json:"next_cursor" jsonschema:"the highest sequence returned, when there is more"`
+	NextCursor *uint64 `json:"next_cursor" jsonschema:"the highest sequence returned, when there is more; the requested after on an empty page"`
 	Next       string  `json:"next,omitempty" jsonschema:"the export's next page: the same at, after=next_cursor"`
 }
 
@@ -554,13 +554,13 @@ func (s *Service) snapshot(ctx context.Context, c *api.Call, in snapshotIn) (Sna
 		for _, name := range names {
 			switch name {
 			case exportConversations:
-				out.Conversations, err = exportPage(tx, pfxConvSeq, after, at, limit, snapConversation)
+				out.Conversations, err = exportPage(tx, pfxConvSeq, after, in.After != nil, at, limit, snapConversation)
 			case exportMessages:
-				out.Messages, err = exportPage(tx, pfxMsgSeq, after, at, limit, snapMessage)
+				out.Messages, err = exportPage(tx, pfxMsgSeq, after, in.After != nil, at, limit, snapMessage)
 			case exportRelationships:
-				out.Relationships, err = exportPage(tx, pfxRelSeq, after, at, limit, snapRelationship)
+				out.Relationships, err = exportPage(tx, pfxRelSeq, after, in.After != nil, at, limit, snapRelationship)
 			case exportRetractions:
-				out.RelationshipRetractions, err = exportPage(tx, pfxRetrSeq, after, at, limit, snapRetraction)
+				out.RelationshipRetractions, err = exportPage(tx, pfxRetrSeq, after, in.After != nil, at, limit, snapRetraction)
 			}
 			if err != nil {
 				return err
@@ -571,8 +571,8 @@ func (s *Service) snapshot(ctx context.Context, c *api.Call, in snapshotIn) (Sna
 	if err != nil {
 		return SnapshotOut{}, err
 	}
-	link := func(name string, next *uint64) string {
-		if next == nil {
+	link := func(name string, more bool, next *uint64) string {
+		if !more {
 			return ""
 		}
 		q := url.Values{"at": {strconv.FormatUint(at, 10)}, "export": {name}, "after": {strconv.FormatUint(*next, 10)}}
@@ -582,16 +582,16 @@ func (s *Service) snapshot(ctx context.Context, c *api.Call, in snapshotIn) (Sna
 		return "/corpus/snapshot.json?" + q.Encode()
 	}
 	if p := out.Conversations; p != nil {
-		p.Next = link(exportConversations, p.NextCursor)
+		p.Next = link(exportConversations, p.HasMore, p.NextCursor)
 	}
 	if p := out.Messages; p != nil {
-		p.Next = link(exportMessages, p.NextCursor)
+		p.Next = link(exportMessages, p.HasMore, p.NextCursor)
 	}
 	if p := out.Relationships; p != nil {
-		p.Next = link(exportRelationships, p.NextCursor)
+		p.Next = link(exportRelationships, p.HasMore, p.NextCursor)
 	}
 	if p := out.RelationshipRetractions; p != nil {
-		p.Next = link(exportRetractions, p.NextCursor)
+		p.Next = link(exportRetractions, p.HasMore, p.NextCursor)
 	}
 	return out, nil
 }
@@ -600,7 +600,7 @@ func (s *Service) snapshot(ctx context.Context, c *api.Call, in snapshotIn) (Sna
 // (sequence → id): the records in (after, at], as load renders them at at.
 // load answers ok false for a record it does not hold, and the record's
 // stored size, which the page budget counts.
-func exportPage[T any](tx *store.Tx, bySeq []byte, after, at uint64, limit int,
+func exportPage[T any](tx *store.Tx, bySeq []byte, after uint64, keepAfter bool, at uint64, limit int,
 	load func(tx *store.Tx, id []byte, at uint64) (T, int, bool, error)) (*ExportPage[T], error) {
 	p := &ExportPage[T]{Items: []T{}}
 	var last uint64
@@ -618,8 +618,11 @@ func exportPage[T any](tx *store.Tx, bySeq []byte, after, at uint64, limit int,
 		last, size = seq, size+n
 		return nil
 	})
-	if p.HasMore {
+	switch {
+	case p.HasMore:
 		p.NextCursor = &last
+	case len(p.Items) == 0 && keepAfter:
+		p.NextCursor = &after
 	}
 	return p, err
 }
