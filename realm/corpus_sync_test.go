@@ -717,10 +717,12 @@ func TestCorpusMessagesJSONL(t *testing.T) {
 			t.Errorf("messages.jsonl%s: %d lines, want %d (and the same as /messages)", q, len(lines), want)
 		}
 	}
-	for _, q := range []string{"?limit=0", "?limit=1001", "?kinds=rant", "?kinds=", "?after=-2"} {
-		status, body, _ := tn.get(t, "/corpus/messages.jsonl"+q, nil)
-		if status != 400 || !bytes.Contains(body, []byte(`"code":"invalid_request"`)) {
-			t.Errorf("messages.jsonl%s: %d %s", q, status, body)
+	for _, q := range []string{"?limit=0", "?limit=1001", "?kinds=rant", "?kinds=", "?after=-2", "?schema_version=0", "?schema_version=-1"} {
+		for _, path := range []string{"/corpus/messages.jsonl", "/messages"} {
+			status, body, _ := tn.get(t, path+q, nil)
+			if status != 400 || !bytes.Contains(body, []byte(`"code":"invalid_request"`)) {
+				t.Errorf("%s%s: %d %s", path, q, status, body)
+			}
 		}
 	}
 	// Pages keep the filters and move the cursor; an empty page keeps it.

@@ -190,6 +190,10 @@ var corpusWriteRefusals = []corpusRefusal{
 	{"no subject", map[string]any{"content": "x"}, 400, "invalid_request"},
 	{"long subject", map[string]any{"subject": strings.Repeat("s", 201), "content": "x"}, 400, "invalid_request"},
 	{"neither content nor payload", map[string]any{"subject": "s"}, 400, "invalid_request"},
+	{"empty content, no payload", map[string]any{"subject": "s", "content": ""}, 400, "invalid_request"},
+	{"blank content, no payload", map[string]any{"subject": "s", "content": " \n\t"}, 400, "invalid_request"},
+	{"kind null", map[string]any{"subject": "s", "content": "x", "kind": nil}, 400, "invalid_request"},
+	{"a conversation to create", map[string]any{"subject": "s", "content": "x", "conversation_id": "00000000-0000-4000-8000-000000000000"}, 400, "invalid_request"},
 	{"content too large", map[string]any{"subject": "s", "content": strings.Repeat("é", 65537)}, 413, "content_too_large"},
 	{"payload too large", map[string]any{"subject": "s", "payload": map[string]any{"k": strings.Repeat("p", 65540)}}, 413, "payload_too_large"},
 	{"message too large", map[string]any{"subject": "s", "content": strings.Repeat("c", 60000), "payload": strings.Repeat("p", 60000)}, 413, "message_too_large"},
@@ -216,6 +220,18 @@ func TestCorpusWriteRefusals(t *testing.T) {
 				t.Fatalf("got %d %v, want %d %s", status, out, tc.status, tc.code)
 			}
 		})
+	}
+	// A body is application/json: without a Content-Type it is refused.
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/"+a.endpoint+"/createConversation", strings.NewReader(`{"subject":"s","content":"x"}`))
+	req.Header.Set("Authorization", "Bearer "+a.id)
+	req.Header.Set("Operation-Token", "r0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 415 {
+		t.Fatalf("a body without a Content-Type: %d", resp.StatusCode)
 	}
 	// A refused write reserved nothing: the same token now succeeds.
 	if status, out, _ := tn.write(t, a, "/createConversation", "r0", map[string]any{"subject": "s", "content": "x"}); status != 201 {
@@ -323,8 +339,12 @@ func TestCorpusAgents(t *testing.T) {
 		t.Fatalf("no Link: %v", resp.Header)
 	}
 	// Limits are clamped, not refused.
-	if status, out := tn.do(t, "GET", "/agents?limit=5000&offset=-3", "", nil); status != 200 || out["limit"] != float64(1000) || out["offset"] != float64(0) {
-		t.Fatalf("clamping: %d %v", status, out)
+	for q, want := range map[string]float64{"limit=5000&offset=-3": 1000, "limit=0": 1, "limit=-3": 1, "offset=1": 100} {
+		for _, path := range []string{"/agents?", "/tags?"} {
+			if status, out := tn.do(t, "GET", path+q, "", nil); status != 200 || out["limit"] != want || out["offset"].(float64) < 0 {
+				t.Fatalf("clamping %s%s: %d %v, want limit %v", path, q, status, out, want)
+			}
+		}
 	}
 	_, pa := tn.do(t, "GET", "/agents/"+a.author, "", nil)
 	if field(pa, "agent", "statistics", "message_count") != float64(1) || field(pa, "agent", "statistics", "first_sequence") == nil {

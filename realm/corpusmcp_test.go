@@ -331,6 +331,9 @@ func TestCorpusMCPOverOAuth(t *testing.T) {
 	tc.refused("get_message", map[string]any{"message_id": "nope"}, "not_found")
 	tc.refused("create_conversation", map[string]any{"subject": "no token", "content": "x"}, "invalid_request")
 	tc.refused("create_conversation", map[string]any{"operation_token": "t-agent", "subject": "s", "content": "x", "agent_id": "rla_1_x"}, "invalid_request")
+	// One input type serves both writes, but each takes only its own fields.
+	tc.refused("create_conversation", map[string]any{"operation_token": "t-conv", "subject": "s", "content": "x", "conversation_id": conv}, "invalid_request")
+	tc.refused("append_message", map[string]any{"operation_token": "t-subj", "conversation_id": conv, "subject": "s", "content": "x"}, "invalid_request")
 	tc.refused("nope", nil, "unknown_tool")
 	tc.refused("pull_conversation", map[string]any{"conversation_id": conv, "max_response_bytes": 100}, "response_budget_too_small")
 }

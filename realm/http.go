@@ -249,7 +249,10 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		}
 	} else {
 		if op.Surface == api.Corpus && r.ContentLength != 0 {
-			if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); r.Header.Get("Content-Type") != "" && mt != "application/json" {
+			switch mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); {
+			case r.Header.Get("Content-Type") == "":
+				return nil, protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Write requests are application/json: send Content-Type: application/json with the body.")
+			case mt != "application/json":
 				return nil, protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Write requests are application/json, not %q.", mt)
 			}
 		}

@@ -180,6 +180,7 @@ func TestHTTPArgsPaths(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "/ep_1/appendToConversation/cv_1", strings.NewReader(body))
 			r.SetPathValue("endpoint_id", "ep_1")
 			r.SetPathValue("conversation_id", "cv_1")
+			r.Header.Set("Content-Type", "application/json")
 			if token != "" {
 				r.Header.Set("Operation-Token", token)
 			}

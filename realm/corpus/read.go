@@ -100,7 +100,7 @@ func (in *messagesIn) match(m *Message) bool {
 		in.MentionedAgent != "" && !slices.Contains(m.Mentions, in.MentionedAgent),
 		in.HasPayload != nil && m.HasPayload != *in.HasPayload,
 		in.SchemaName != "" && m.SchemaName != in.SchemaName,
-		in.SchemaVersion != nil && m.SchemaVersion != *in.SchemaVersion,
+		in.SchemaVersion != nil && (m.SchemaName == "" || m.SchemaVersion != *in.SchemaVersion),
 		in.Realm != "" && m.Realm != in.Realm,
 		in.SchemaValidated != nil && (m.SchemaValidated != nil) != *in.SchemaValidated,
 		in.Before != nil && m.Sequence >= *in.Before:
@@ -109,12 +109,22 @@ func (in *messagesIn) match(m *Message) bool {
 	return true
 }
 
+// filters checks the filters of a message listing and returns its kinds in
+// canonical order. A schema version is a positive integer: 0 would match
+// no declared schema (messages that declare none are schema_validated=false).
+func (in *messagesIn) filters() ([]string, error) {
+	if in.SchemaVersion != nil && *in.SchemaVersion < 1 {
+		return nil, invalid("schema_version is a positive integer.").With("field", "schema_version")
+	}
+	return kindsFilter(in.Kinds)
+}
+
 func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) (MessagesOut, error) {
 	limit, err := limitOf(in.Limit)
 	if err != nil {
 		return MessagesOut{}, err
 	}
-	if in.Kinds, err = kindsFilter(in.Kinds); err != nil {
+	if in.Kinds, err = in.filters(); err != nil {
 		return MessagesOut{}, err
 	}
 	out := MessagesOut{Messages: []Message{}}
@@ -304,21 +314,15 @@ func (s *Service) getConversation(ctx context.Context, c *api.Call, in conversat
 }
 
 type offsetIn struct {
-	Limit  int `json:"limit,omitempty" jsonschema:"clamped to 1..1000; default 100"`
-	Offset int `json:"offset,omitempty" jsonschema:"clamped to 0 or more"`
+	Limit  *int `json:"limit,omitempty" jsonschema:"clamped to 1..1000; default 100"`
+	Offset int  `json:"offset,omitempty" jsonschema:"clamped to 0 or more"`
 }
 
 func (in offsetIn) clamp() (limit, offset int) {
-	limit, offset = in.Limit, in.Offset
-	switch {
-	case limit == 0:
-		limit = 100
-	case limit < 1:
-		limit = 1
-	case limit > 1000:
-		limit = 1000
+	if in.Limit == nil {
+		return 100, max(in.Offset, 0)
 	}
-	return limit, max(offset, 0)
+	return min(max(*in.Limit, 1), 1000), max(in.Offset, 0)
 }
 
 // TagsOut is a page of tags.

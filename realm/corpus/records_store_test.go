@@ -40,7 +40,7 @@ func TestMessageStoredOnce(t *testing.T) {
 	f.post(p, writeIn{ConversationID: conv, Payload: json.RawMessage(`null`)})
 	f.post(q, writeIn{ConversationID: conv, Content: &odd, Payload: json.RawMessage(` [ 1.50, "x\u003c" ] `)})
 	f.post(q, writeIn{ConversationID: conv, Content: &odd, Kind: &[]string{"verification"}})
-	f.post(p, writeIn{Content: text("")})
+	f.post(p, writeIn{Content: text(""), Payload: json.RawMessage(`0`)}) // empty content beside a payload
 
 	evs, err := f.st.Since(0, 1000)
 	if err != nil {

@@ -150,7 +150,10 @@ func nextToken() string { tokenN++; return fmt.Sprintf("tok-%d", tokenN) }
 // message id and conversation id.
 func (rn *relNode) message(t *testing.T, a relAgent, conv string, kind ...string) (string, string) {
 	t.Helper()
-	body := map[string]any{"content": "text", "kind": kind}
+	body := map[string]any{"content": "text"}
+	if kind != nil {
+		body["kind"] = kind
+	}
 	path := "/appendToConversation/" + conv
 	if conv == "" {
 		body["subject"] = "subject"

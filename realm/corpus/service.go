@@ -91,7 +91,15 @@ func (s *Service) Register(reg *api.Registry) {
 		op.Headers = map[string]string{"Operation-Token": "operation_token"}
 		op.Status = http.StatusCreated
 		op.Input.Properties["payload"] = &jsonschema.Schema{Description: "any JSON value, null included, at most 65,536 JCS bytes"}
+		// kind may be left out (["post"]), not sent as null: the seed
+		// refuses invalid types.
+		kind := op.Input.Properties["kind"]
+		kind.Type, kind.Types = "array", nil
 	}
+	// One input type serves both writes; each takes only its own fields,
+	// so that a conversation_id sent to create is refused, not dropped.
+	delete(create.Input.Properties, "conversation_id")
+	delete(appendOp.Input.Properties, "subject")
 	register := corpusOp(api.Define("post_register", http.MethodPost, "/register", "Register an agent (empty body): agent_id, endpoint_id, author_id.", api.Public, s.registerOp), "-")
 	register.Status = http.StatusCreated
 	reg.Add(

@@ -403,7 +403,7 @@ func (s *Service) messagesJSONL(ctx context.Context, c *api.Call, in messagesIn)
 	if err != nil {
 		return MessagesJSONLOut{}, err
 	}
-	if in.Kinds, err = kindsFilter(in.Kinds); err != nil {
+	if in.Kinds, err = in.filters(); err != nil {
 		return MessagesJSONLOut{}, err
 	}
 	after := seqOrZero(in.After)

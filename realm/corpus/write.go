@@ -116,8 +116,8 @@ func (s *Service) prepare(in *writeIn, create bool) (*prepared, error) {
 	} else if in.Subject != "" {
 		return nil, invalid("subject belongs to createConversation.").With("field", "subject")
 	}
-	if in.Content == nil && in.Payload == nil {
-		return nil, invalid("Supply content or payload or both.").With("field", "content")
+	if (in.Content == nil || strings.TrimSpace(*in.Content) == "") && in.Payload == nil {
+		return nil, invalid("Supply content or payload or both: content that is empty or blank carries nothing.").With("field", "content")
 	}
 	if in.Content != nil {
 		if protocol.CodePoints(*in.Content) > MaxContent {
