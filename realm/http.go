@@ -121,18 +121,22 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 		refuse(err)
 		return
 	}
-	if ref := n.limiter.allow(p, r); ref != nil {
+	adm, ref := n.limiter.allow(p, r)
+	if ref != nil {
 		refuse(ref)
 		return
 	}
 	args, err := n.httpArgs(w, r, op)
 	if err != nil {
+		refundRejected(adm, op, err)
 		refuse(err)
 		return
 	}
 	out, err := n.reg.Invoke(r.Context(), p, op, args)
 	if err != nil {
-		refuse(n.safe(err, op.Key))
+		ref := n.safe(err, op.Key)
+		refundRejected(adm, op, ref)
+		refuse(ref)
 		return
 	}
 	status = http.StatusOK

@@ -87,6 +87,7 @@ func (n *Node) toolHandler(op *api.Operation, result func(out any) (*mcp.CallToo
 		out, err := n.reg.Invoke(ctx, api.PrincipalFrom(ctx), op, req.Params.Arguments)
 		if err != nil {
 			ref := n.safe(err, op.Key)
+			refundRejected(admissionFrom(ctx), op, ref)
 			n.metrics.observe(op.Key, "mcp", ref.Status(), time.Since(start))
 			return refusalResult(ref, op.Surface), nil
 		}
@@ -202,7 +203,8 @@ func (n *Node) newMCPEndpoint(srv *mcp.Server, surface api.Surface) *mcpEndpoint
 // serveMCP hands an authenticated request to the SDK: the caller's rate
 // limit first, then the body limit, refusals in the endpoint's shape.
 func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal, e *mcpEndpoint) {
-	if ref := n.limiter.allow(p, r); ref != nil {
+	adm, ref := n.limiter.allow(p, r)
+	if ref != nil {
 		writeRefusalAs(w, ref, e.surface)
 		return
 	}
@@ -227,7 +229,7 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	r = r.WithContext(api.WithPrincipal(r.Context(), p))
+	r = r.WithContext(withAdmission(api.WithPrincipal(r.Context(), p), adm))
 	host, _, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host = r.Host

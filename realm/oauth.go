@@ -342,7 +342,7 @@ func grantScopes(raw string) ([]string, *oauthError) {
 // Authorization.
 
 func (o *oauthServer) authorize(w http.ResponseWriter, r *http.Request) {
-	if ref := o.n.limiter.allow(nil, r); ref != nil {
+	if _, ref := o.n.limiter.allow(nil, r); ref != nil {
 		rateLimited(w, ref)
 		return
 	}
@@ -497,7 +497,7 @@ type tokenResponse struct {
 }
 
 func (o *oauthServer) token(w http.ResponseWriter, r *http.Request) {
-	if ref := o.n.limiter.allow(nil, r); ref != nil {
+	if _, ref := o.n.limiter.allow(nil, r); ref != nil {
 		rateLimited(w, ref)
 		return
 	}

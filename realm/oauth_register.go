@@ -38,7 +38,7 @@ type clientInformation struct {
 }
 
 func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
-	if ref := o.registrar.allow(nil, r); ref != nil {
+	if _, ref := o.registrar.allow(nil, r); ref != nil {
 		rateLimited(w, ref)
 		return
 	}

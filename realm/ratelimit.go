@@ -1,79 +1,154 @@
 package realm
 
 import (
+	"context"
+	"errors"
 	"math"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"relay/protocol"
 	"relay/realm/api"
 )
 
-// limiter is the node's rate limit: per credential a token bucket whose
-// burst equals the per-minute limit; requests without a credential are
-// limited per client address at the same rate. Zero turns it off.
+// limiter is the node's rate limit: per credential at most perMinute
+// requests in any minute; requests without a credential are limited per
+// client address the same way. Zero turns it off.
+//
+// Each caller's admitted requests are kept as their times, at most
+// perMinute of them: a request is admitted while fewer than perMinute came
+// in the minute before it, so no 60 seconds ever admit more (a token bucket
+// as deep as the limit would admit twice the limit in the first minute
+// after a pause), and a caller keeping to the rate is never refused. A
+// refused request is not counted.
 type limiter struct {
 	perMinute int
+	now       func() time.Time
+	base      time.Time // times are kept as offsets from base, on the monotonic clock
 
 	mu      sync.Mutex
-	buckets map[string]*bucket
+	windows map[string]*window
 	swept   time.Time
 }
 
-type bucket struct {
-	lim  *rate.Limiter
-	seen time.Time
+// window is one caller's admitted requests of the last minute: their
+// times, oldest first.
+type window struct {
+	at []time.Duration
+}
+
+// expire drops the requests that are a minute old at now.
+func (w *window) expire(now time.Duration) {
+	i := sort.Search(len(w.at), func(i int) bool { return w.at[i] > now-time.Minute })
+	w.at = w.at[i:]
 }
 
 func newLimiter(perMinute int) *limiter {
-	return &limiter{perMinute: perMinute, buckets: map[string]*bucket{}, swept: time.Now()}
+	now := time.Now()
+	return &limiter{perMinute: perMinute, now: time.Now, base: now, windows: map[string]*window{}, swept: now}
 }
 
-// allow takes one request from the caller's bucket, or returns a
-// rate_limited refusal saying when to retry.
-func (l *limiter) allow(p *api.Principal, r *http.Request) *protocol.Refusal {
+// admission is one admitted request, which refund takes back: nil when the
+// limiter is off.
+type admission struct {
+	l    *limiter
+	key  string
+	at   time.Duration
+	once sync.Once
+}
+
+// allow admits one request of the caller, or returns a rate_limited
+// refusal saying when to retry.
+func (l *limiter) allow(p *api.Principal, r *http.Request) (*admission, *protocol.Refusal) {
 	if l == nil || l.perMinute <= 0 {
-		return nil
+		return nil, nil
 	}
 	k := clientKey(p, r)
-	now := time.Now()
+	t := l.now()
+	now := t.Sub(l.base)
 	l.mu.Lock()
-	b := l.buckets[k]
-	if b == nil {
-		b = &bucket{lim: rate.NewLimiter(rate.Limit(float64(l.perMinute)/60), l.perMinute)}
-		l.buckets[k] = b
-	}
-	b.seen = now
-	res := b.lim.ReserveN(now, 1)
-	delay := res.DelayFrom(now)
-	if delay > 0 {
-		res.CancelAt(now)
-	}
-	if now.Sub(l.swept) > time.Minute {
+	defer l.mu.Unlock()
+	if t.Sub(l.swept) > time.Minute {
 		l.sweep(now)
+		l.swept = t
 	}
-	l.mu.Unlock()
-	if delay <= 0 {
-		return nil
+	w := l.windows[k]
+	if w == nil {
+		w = &window{}
+		l.windows[k] = w
 	}
-	secs := int(math.Ceil(delay.Seconds()))
-	return protocol.Refusef(protocol.ReasonRateLimited, "More than %d requests per minute; retry in %d s.", l.perMinute, secs).
-		With("retry_after_seconds", secs).With("limit_per_minute", l.perMinute)
+	w.expire(now)
+	if len(w.at) >= l.perMinute {
+		// The oldest request counted leaves the window a minute after it came.
+		secs := max(int(math.Ceil((w.at[0] + time.Minute - now).Seconds())), 1)
+		return nil, protocol.Refusef(protocol.ReasonRateLimited, "More than %d requests per minute; retry in %d s.", l.perMinute, secs).
+			With("retry_after_seconds", secs).With("limit_per_minute", l.perMinute)
+	}
+	if n := len(w.at); n > 0 && w.at[n-1] > now {
+		now = w.at[n-1] // keep the times in order whatever the clock did
+	}
+	w.at = append(w.at, now)
+	return &admission{l: l, key: k, at: now}, nil
 }
 
-// sweep forgets buckets idle long enough to be full again.
-func (l *limiter) sweep(now time.Time) {
-	for k, b := range l.buckets {
-		if now.Sub(b.seen) > 2*time.Minute {
-			delete(l.buckets, k)
+// refund takes the request back, once, if it is still counted: a write the
+// corpus rejected does not use up the caller's allowance.
+func (a *admission) refund() {
+	if a == nil {
+		return
+	}
+	a.once.Do(func() {
+		a.l.mu.Lock()
+		defer a.l.mu.Unlock()
+		w := a.l.windows[a.key]
+		if w == nil {
+			return
+		}
+		i := sort.Search(len(w.at), func(i int) bool { return w.at[i] >= a.at })
+		if i < len(w.at) && w.at[i] == a.at {
+			w.at = append(w.at[:i:i], w.at[i+1:]...)
+		}
+	})
+}
+
+// sweep forgets the callers with nothing left in their window.
+func (l *limiter) sweep(now time.Duration) {
+	for k, w := range l.windows {
+		if w.expire(now); len(w.at) == 0 {
+			delete(l.windows, k)
 		}
 	}
-	l.swept = now
+}
+
+type admissionKey struct{}
+
+// withAdmission carries a request's admission to the operation it runs.
+func withAdmission(ctx context.Context, a *admission) context.Context {
+	if a == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, admissionKey{}, a)
+}
+
+// refundRejected takes back the admission of a corpus write that was
+// refused: the seed's rejected writes "do not consume write allowance".
+// Other refusals, and failures of the node, count.
+func refundRejected(a *admission, op *api.Operation, err error) {
+	var ref *protocol.Refusal
+	if a == nil || !errors.As(err, &ref) || op.Surface != api.Corpus || op.Method != http.MethodPost || ref.Status() >= 500 {
+		return
+	}
+	a.refund()
+}
+
+// admissionFrom is the admission withAdmission carries, or nil.
+func admissionFrom(ctx context.Context) *admission {
+	a, _ := ctx.Value(admissionKey{}).(*admission)
+	return a
 }
 
 func clientKey(p *api.Principal, r *http.Request) string {

@@ -193,3 +193,52 @@ func TestNotTextRefused(t *testing.T) {
 		t.Fatalf("stored %d events", after-before)
 	}
 }
+
+// TestRejectedWritesDoNotCount: a corpus write the node rejects does not use
+// up the agent's allowance (the seed), while its reads and accepted writes
+// do; a Parley refusal is a request like any other.
+func TestRejectedWritesDoNotCount(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil
+	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 4
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	tn := &testNode{Node: n, srv: srv}
+	a := tn.registerAgent(t, true) // the guide is a document, not an operation: not counted
+	for i := range 8 {
+		body := map[string]any{"subject": "", "content": "x"}
+		if i%2 == 1 {
+			body = map[string]any{"subject": "s", "content": "x", "kind": []string{"rant"}}
+		}
+		if status, out, _ := tn.write(t, a, "/createConversation", "bad-"+itoa(uint64(i)), body); status != 400 {
+			t.Fatalf("rejected write %d: %d %v", i, status, out)
+		}
+	}
+	for i := range 4 {
+		if status, out, _ := tn.write(t, a, "/createConversation", "ok-"+itoa(uint64(i)), map[string]any{"subject": "s", "content": "x"}); status != 201 {
+			t.Fatalf("write %d of the allowance: %d %v", i, status, out)
+		}
+	}
+	if status, out, _ := tn.write(t, a, "/createConversation", "over", map[string]any{"subject": "s", "content": "x"}); status != 429 || corpusCode(out) != "rate_limited" {
+		t.Fatalf("over the allowance: %d %v", status, out)
+	}
+
+	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if status, _ := tn.do(t, "POST", "/api/v1/threads/th_9/messages", tok.Token, map[string]any{"kind": "note", "body": "x"}); status == 429 {
+			t.Fatalf("parley request %d refused by the limit", i)
+		}
+	}
+	if status, _ := tn.do(t, "POST", "/api/v1/threads/th_9/messages", tok.Token, map[string]any{"kind": "note", "body": "x"}); status != 429 {
+		t.Fatalf("a fifth parley request: %d", status)
+	}
+}
