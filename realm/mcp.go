@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -234,11 +235,111 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	if err != nil {
 		host = r.Host
 	}
+	h := e.protected
 	if slices.Contains(n.cfg.AllowedHosts, host) {
-		e.behindProxy.ServeHTTP(w, r)
+		h = e.behindProxy
+	}
+	serveJSONRPC(h, w, r, body)
+}
+
+// JSON-RPC 2.0's error codes for messages the server cannot take.
+const (
+	rpcParseError     = -32700
+	rpcInvalidRequest = -32600
+	rpcMethodNotFound = -32601
+)
+
+// serveJSONRPC hands one JSON-RPC message to the SDK's handler h, and turns
+// the SDK's plain-text refusals into JSON-RPC 2.0 error objects: a body that
+// is not JSON is a parse error, one that is not a JSON-RPC message an
+// invalid request (both with the id null and the SDK's status), a request
+// for a method the server does not have gets "method not found" as its
+// response, and a notification of one is accepted and ignored, as JSON-RPC
+// answers no notification. A message with an id but neither a method nor a
+// result is no message at all: the SDK would take it for a response.
+func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method *string         `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	isObject := json.Unmarshal(body, &msg) == nil && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{"))
+	if r.Method == http.MethodPost && isObject && msg.ID != nil && msg.Method == nil && msg.Result == nil && msg.Error == nil {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: a message with an id and no method is neither a request nor a response.")
 		return
 	}
-	e.protected.ServeHTTP(w, r)
+	rec := &rpcRecorder{ResponseWriter: w}
+	h.ServeHTTP(rec, r)
+	if !rec.held {
+		return
+	}
+	text := strings.TrimSpace(rec.body.String())
+	switch {
+	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && msg.Method != nil && msg.ID == nil:
+		w.Header().Del("Content-Type")
+		w.Header().Del("X-Content-Type-Options")
+		w.WriteHeader(http.StatusAccepted)
+	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && msg.Method != nil:
+		writeRPCError(w, http.StatusOK, msg.ID, rpcMethodNotFound, "Method not found: "+*msg.Method)
+	case !json.Valid(body):
+		writeRPCError(w, rec.status, nil, rpcParseError, "Parse error: the body is not JSON.")
+	default: // the SDK's text names its own types: not for the client
+		writeRPCError(w, rec.status, nil, rpcInvalidRequest, `Invalid Request: not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0" and a method, or a result or an error).`)
+	}
+}
+
+// writeRPCError writes a JSON-RPC 2.0 error response.
+func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code int, message string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}{JSONRPC: "2.0", ID: id, Error: struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}{code, message}})
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// rpcRecorder passes a response through, except a 400 in plain text, the
+// SDK's refusal of a message, which it holds for serveJSONRPC to rewrite.
+type rpcRecorder struct {
+	http.ResponseWriter
+	status int
+	held   bool
+	body   bytes.Buffer
+}
+
+func (rec *rpcRecorder) WriteHeader(status int) {
+	if status == http.StatusBadRequest && strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
+		rec.status, rec.held = status, true
+		return
+	}
+	rec.ResponseWriter.WriteHeader(status)
+}
+
+func (rec *rpcRecorder) Write(b []byte) (int, error) {
+	if rec.held {
+		return rec.body.Write(b)
+	}
+	return rec.ResponseWriter.Write(b)
+}
+
+// Flush lets a stream through.
+func (rec *rpcRecorder) Flush() {
+	if f, ok := rec.ResponseWriter.(http.Flusher); ok && !rec.held {
+		f.Flush()
+	}
 }
 
 // mcpHandler serves POST /api/v1/mcp: stateless streamable HTTP behind a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -240,5 +241,46 @@ func TestRejectedWritesDoNotCount(t *testing.T) {
 	}
 	if status, _ := tn.do(t, "POST", "/api/v1/threads/th_9/messages", tok.Token, map[string]any{"kind": "note", "body": "x"}); status != 429 {
 		t.Fatalf("a fifth parley request: %d", status)
+	}
+}
+
+// TestMCPJSONRPCErrors: what the SDK refuses in plain text is answered as
+// JSON-RPC 2.0 errors: a parse error or an invalid request with the id
+// null, a request for an unknown method with "method not found" under its
+// id; a notification of an unknown method is accepted and ignored.
+func TestMCPJSONRPCErrors(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "write")
+	for _, tc := range []struct {
+		body   string
+		status int
+		id     any
+		code   float64
+	}{
+		{`{"jsonrpc":"2.0","id":1,`, 400, nil, -32700},
+		{`not json`, 400, nil, -32700},
+		{`"x"`, 400, nil, -32600},
+		{`{"jsonrpc":"1.0","id":1,"method":"ping"}`, 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":1}`, 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`, 200, float64(7), -32601},
+		{`{"jsonrpc":"2.0","id":"seven","method":"foo/bar"}`, 200, "seven", -32601},
+	} {
+		resp, out := rawMCP(t, tn.srv.URL, tok, []byte(tc.body))
+		e, _ := out["error"].(map[string]any)
+		if resp.StatusCode != tc.status || resp.Header.Get("Content-Type") != "application/json" || out["jsonrpc"] != "2.0" ||
+			out["id"] != tc.id || e["code"] != tc.code || e["message"] == "" {
+			t.Errorf("%s: %d %s %v", tc.body, resp.StatusCode, resp.Header.Get("Content-Type"), out)
+		}
+		if strings.Contains(fmt.Sprint(e["message"]), "jsonrpc2") {
+			t.Errorf("%s: the SDK's types in the message: %v", tc.body, e["message"])
+		}
+	}
+	resp, _ := rawMCP(t, tn.srv.URL, tok, []byte(`{"jsonrpc":"2.0","method":"notifications/foo"}`))
+	if resp.StatusCode != 202 {
+		t.Errorf("an unknown notification: %d", resp.StatusCode)
+	}
+	// What the SDK answers itself is untouched.
+	if _, out := rawMCP(t, tn.srv.URL, tok, []byte(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)); out["id"] != float64(3) || out["result"] == nil {
+		t.Errorf("ping: %v", out)
 	}
 }
