@@ -3,6 +3,7 @@ package realm
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -208,6 +209,8 @@ var corpusWriteRefusals = []corpusRefusal{
 	{"schema_validated sent", map[string]any{"subject": "s", "content": "x", "schema_validated": true}, 400, "invalid_request"},
 	{"bad mention", map[string]any{"subject": "s", "content": "x", "mentions": []string{"nobody"}}, 400, "invalid_request"},
 	{"not json", "{nope", 400, "invalid_request"},
+	{"a number out of range", `{"subject":"s","payload":1e400}`, 400, "invalid_request"},
+	{"null for an object schema", map[string]any{"subject": "s", "payload": nil, "schema_name": "toastmachine.object", "schema_version": 1}, 422, "payload_schema_validation_failed"},
 }
 
 func TestCorpusWriteRefusals(t *testing.T) {
@@ -218,6 +221,10 @@ func TestCorpusWriteRefusals(t *testing.T) {
 			status, out, _ := tn.write(t, a, "/createConversation", "r"+itoa(uint64(i)), tc.body)
 			if status != tc.status || corpusCode(out) != tc.code || field(out, "error", "how_to_proceed") == "" {
 				t.Fatalf("got %d %v, want %d %s", status, out, tc.status, tc.code)
+			}
+			// The message speaks of the request, not of the server's Go.
+			if msg := fmt.Sprint(field(out, "error", "message")); strings.Contains(msg, "json:") || strings.Contains(msg, "reflect") || strings.Contains(msg, "Go value") {
+				t.Fatalf("message: %s", msg)
 			}
 		})
 	}

@@ -330,14 +330,14 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.UseNumber()
 		if err := dec.Decode(&inst); err != nil {
-			return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+			return nil, notJSON(err)
 		}
 		if !isObject(inst) {
 			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
 		}
 		// An object first, but not as a whole (trailing data, a number
 		// beyond float64).
-		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", perr)
+		return nil, notJSON(perr)
 	}
 	if op.shape != nil && op.shape.admits(plain) {
 		return args, nil

@@ -2,6 +2,11 @@ package api
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -79,4 +84,23 @@ func hex4(b []byte, i int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// notJSON is the refusal of arguments encoding/json does not decode, told
+// in the request's terms rather than in Go's.
+func notJSON(err error) *protocol.Refusal {
+	var (
+		syn *json.SyntaxError
+		typ *json.UnmarshalTypeError
+	)
+	why := strings.TrimPrefix(err.Error(), "json: ")
+	switch {
+	case errors.As(err, &syn):
+		why = fmt.Sprintf("%s, at byte %d", why, syn.Offset)
+	case errors.As(err, &typ) && strings.HasPrefix(typ.Value, "number"):
+		why = "the number " + strings.TrimSpace(strings.TrimPrefix(typ.Value, "number")) + " is out of range"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		why = "it ends before the value does"
+	}
+	return protocol.Refusef(protocol.ReasonInvalidJSON, "The request is not valid JSON: %s.", why)
 }

@@ -28,14 +28,14 @@ func validateBefore(op *Operation, args json.RawMessage) (json.RawMessage, error
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	if err := dec.Decode(&inst); err != nil {
-		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+		return nil, notJSON(err)
 	}
 	if _, ok := inst.(map[string]any); !ok {
 		return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
 	}
 	var plain any
 	if err := json.Unmarshal(args, &plain); err != nil {
-		return nil, protocol.Refusef(protocol.ReasonInvalidJSON, "The arguments are not valid JSON: %v", err)
+		return nil, notJSON(err)
 	}
 	if err := op.input.Validate(plain); err != nil {
 		return nil, schemaRefusal(op.Input, plain, err)

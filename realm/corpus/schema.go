@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -60,8 +61,29 @@ func (s *Service) checkSchema(in *writeIn, d *messageData) error {
 		return invalid("payload is not valid JSON.").With("field", "payload")
 	}
 	if err := known.resolved.Validate(v); err != nil {
-		return protocol.Refusef(protocol.ReasonSchemaValidation, "The payload does not validate against %s v%d: %v", known.Name, known.Version, err)
+		why := strings.TrimPrefix(err.Error(), "validating root: ")
+		if t := known.Schema.Type; t != "" && jsonTypeOf(v) != t {
+			why = "it must be a JSON " + t + ", not " + jsonTypeOf(v)
+		}
+		return protocol.Refusef(protocol.ReasonSchemaValidation, "The payload does not validate against %s v%d: %s.", known.Name, known.Version, why)
 	}
 	d.SchemaName, d.SchemaVersion, d.SchemaValidated = known.Name, known.Version, true
 	return nil
+}
+
+// jsonTypeOf names the JSON type of v as encoding/json decodes it.
+func jsonTypeOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case float64:
+		return "number"
+	case string:
+		return "string"
+	case []any:
+		return "array"
+	}
+	return "object"
 }

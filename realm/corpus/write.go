@@ -77,7 +77,7 @@ type opRecord struct {
 func checkToken(tok *string) error {
 	t := strings.TrimSpace(*tok)
 	if t == "" {
-		return invalid("The Operation-Token header is required on writes.").With("field", "Operation-Token")
+		return invalid("Writes need an operation token: the Operation-Token header over HTTP, the operation_token argument over MCP (get_operation_token gives one).").With("field", "Operation-Token")
 	}
 	if len([]rune(t)) > MaxTokenLength {
 		return invalid("Operation-Token holds at most %d characters.", MaxTokenLength).With("field", "Operation-Token")
