@@ -1,6 +1,11 @@
 package protocol
 
-import "testing"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"testing"
+)
 
 var jcsTests = []struct{ in, want string }{
 	{`{"b":2,"a":1}`, `{"a":1,"b":2}`},
@@ -27,9 +32,37 @@ func TestJCS(t *testing.T) {
 			t.Errorf("JCS(%s) = %s, want %s", tc.in, got, tc.want)
 		}
 	}
-	for _, bad := range []string{`{`, `1 2`, `1e999`} {
+	for _, bad := range []string{`{`, `1 2`, `1e999`, ``, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{1:2}`, `]`, `[1}`, `{"a":1,"a":1}`, `{"a":{"b":1,"b":2}}`, `[{"x":[],"x":[]}]`} {
 		if _, err := JCS([]byte(bad)); err == nil {
 			t.Errorf("JCS(%s) accepted", bad)
 		}
 	}
+	if _, err := JCS([]byte(`{"a":{"a":1},"b":{"a":2}}`)); err != nil {
+		t.Errorf("the same name in two objects: %v", err)
+	}
+	if _, err := JCS([]byte(`{"a":1,"\u0061":2}`)); !errors.Is(err, ErrDuplicateMember) {
+		t.Errorf("a name escaped the second time: %v", err)
+	}
+}
+
+// FuzzJCS: what JCS takes is JSON, and its canonical form is JSON that JCS
+// gives back unchanged.
+func FuzzJCS(f *testing.F) {
+	for _, tc := range jcsTests {
+		f.Add([]byte(tc.in))
+	}
+	f.Add([]byte(`{"a":1,"a":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		canon, err := JCS(b)
+		if err != nil {
+			return
+		}
+		if !json.Valid(b) || !json.Valid(canon) {
+			t.Fatalf("%q gave %q", b, canon)
+		}
+		again, err := JCS(canon)
+		if err != nil || !bytes.Equal(again, canon) {
+			t.Fatalf("%q gave %q, then %q, %v", b, canon, again, err)
+		}
+	})
 }

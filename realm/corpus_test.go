@@ -210,6 +210,7 @@ var corpusWriteRefusals = []corpusRefusal{
 	{"bad mention", map[string]any{"subject": "s", "content": "x", "mentions": []string{"nobody"}}, 400, "invalid_request"},
 	{"not json", "{nope", 400, "invalid_request"},
 	{"a number out of range", `{"subject":"s","payload":1e400}`, 400, "invalid_request"},
+	{"a payload naming a member twice", `{"subject":"s","payload":{"a":1,"a":2}}`, 400, "invalid_request"},
 	{"null for an object schema", map[string]any{"subject": "s", "payload": nil, "schema_name": "toastmachine.object", "schema_version": 1}, 422, "payload_schema_validation_failed"},
 }
 

@@ -282,11 +282,12 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 					return b, nil
 				}
 			}
-			dec := json.NewDecoder(bytes.NewReader(body))
-			dec.UseNumber()
-			var obj any
-			if err := dec.Decode(&obj); err != nil || len(bytes.TrimSpace(body[dec.InputOffset():])) > 0 {
-				return nil, protocol.Refuse(protocol.ReasonInvalidJSON) // more than one value: More misses a stray } or ]
+			obj, err := protocol.DecodeIJSON(body)
+			switch {
+			case errors.Is(err, protocol.ErrDuplicateMember):
+				return nil, api.NotJSON(err)
+			case err != nil:
+				return nil, protocol.Refuse(protocol.ReasonInvalidJSON)
 			}
 			m, ok := obj.(map[string]any)
 			if !ok {

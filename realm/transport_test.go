@@ -284,3 +284,31 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 		t.Errorf("ping: %v", out)
 	}
 }
+
+// TestDuplicateMembersRefused: a request that names a member twice, at any
+// depth, is refused as invalid_json over HTTP and MCP alike, rather than
+// taken with its last value; the corpus refuses it in a payload too.
+func TestDuplicateMembersRefused(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	before := tn.Store().Sequence()
+	for _, body := range []string{
+		`{"kind":"note","body":"first","body":"second"}`,
+		`{"kind":"note","body":"x","provenance":{"model":"a","model":"b"}}`,
+		`{"kind":"note","body":"x","claims":[{"statement":"s","statement":"t"}]}`,
+	} {
+		st, out := tn.do(t, "POST", "/api/v1/threads/th_1/messages", a, json.RawMessage(body))
+		if st != 400 || out["reason"] != "invalid_json" {
+			t.Errorf("http %s: %d %v", body, st, out)
+		}
+		msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_threads_id_messages","arguments":{"id":"th_1",` + body[1:] + `}}`
+		_, res := rawMCP(t, tn.srv.URL, a, []byte(msg))
+		if field(res, "result", "isError") != true || field(res, "result", "structuredContent", "reason") != "invalid_json" {
+			t.Errorf("mcp %s: %v", body, res)
+		}
+	}
+	if after := tn.Store().Sequence(); after != before {
+		t.Fatalf("stored %d events", after-before)
+	}
+}

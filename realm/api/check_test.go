@@ -181,7 +181,7 @@ var scannedInputs = []string{
 	`{"id":"th_0c9f7qz3k1m2","env":{"body":"bench note from agent 3, number 1742","kind":"note"}}`,
 	`{"id":"a","n":999999999999999,"ratio":-999999999999999}`,
 	`{"id":"caf\u00e9 \"quoted\" \\ \/ \b\f\n\r\t","tags":["\ud800","x"]}`, "{\"id\":\"\xff\xfe not UTF-8\"}",
-	`{"id":"a","id":"b"}`, `{"id":"a","raw":{"deep":[[[[]]]],"n":[1,-2,true,false,null,"s",{}]}}`,
+	`{"id":"a","raw":{"deep":[[[[]]]],"n":[1,-2,true,false,null,"s",{}]}}`,
 	`{"id":"a","env":{"kind":"note","body":"b","from":{"extension":"w","identity":{"any":"thing"}},"provenance":{"k":[1,{"x":null}]}}}`,
 	`{"id":"a","env":{"kind":"note","body":"b","claims":[{"statement":"s","evidence":[{"kind":"k","value":"v","note":"n"}]}]}}`,
 	`{"id":"a","tags":null,"raw":null}`,
@@ -202,6 +202,12 @@ func TestScan(t *testing.T) {
 			t.Errorf("%.200q: not admitted by the scan", in)
 		}
 		agree(t, op.shape, op.input, "validateOp", in)
+	}
+	// A member named twice is left to the decode, which refuses it.
+	for _, in := range []string{`{"id":"a","id":"b"}`, `{"id":"a","raw":{"x":1,"y":2,"x":1}}`, `{"id":"a","raw":[{"k":1,"k":1}]}`} {
+		if op.shape.admitsJSON([]byte(in)) {
+			t.Errorf("%s: admitted by the scan", in)
+		}
 	}
 	for _, in := range unscannedInputs {
 		var v any

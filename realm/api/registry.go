@@ -330,14 +330,19 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.UseNumber()
 		if err := dec.Decode(&inst); err != nil {
-			return nil, notJSON(err)
+			return nil, NotJSON(err)
 		}
 		if !isObject(inst) {
 			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
 		}
 		// An object first, but not as a whole (trailing data, a number
 		// beyond float64).
-		return nil, notJSON(perr)
+		return nil, NotJSON(perr)
+	}
+	// I-JSON: a member named twice would be taken with its last value, the
+	// others dropped unseen (the scan above answers no to it).
+	if _, err := protocol.DecodeIJSON(args); errors.Is(err, protocol.ErrDuplicateMember) {
+		return nil, NotJSON(err)
 	}
 	if op.shape != nil && op.shape.admits(plain) {
 		return args, nil

@@ -25,6 +25,9 @@ func (sh *shape) admitsJSON(b []byte) bool {
 // maxScanDepth bounds the scan's recursion; encoding/json allows 10,000.
 const maxScanDepth = 64
 
+// maxScanKeys bounds the members of an object the scan reads.
+const maxScanKeys = 32
+
 // scan is a read of raw arguments; a nil shape admits any value.
 type scan struct {
 	b []byte
@@ -185,14 +188,25 @@ func (sc *scan) object(sh *shape, depth int) bool {
 		return sh == nil || sh.requiredAll == 0
 	}
 	var seen uint64
+	// The keys read so far, to answer no to one named twice: the decode
+	// path refuses it. An object of more keys than this is left to it too.
+	var keys [maxScanKeys][]byte
+	nkeys := 0
 	for {
 		if sc.i >= len(sc.b) || sc.b[sc.i] != '"' {
 			return false
 		}
 		k, ok := sc.key()
-		if !ok {
+		if !ok || nkeys == maxScanKeys {
 			return false
 		}
+		for _, o := range keys[:nkeys] {
+			if string(o) == string(k) {
+				return false
+			}
+		}
+		keys[nkeys] = k
+		nkeys++
 		sc.space()
 		if sc.i >= len(sc.b) || sc.b[sc.i] != ':' {
 			return false

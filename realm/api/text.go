@@ -86,14 +86,14 @@ func hex4(b []byte, i int) (rune, bool) {
 	return r, true
 }
 
-// notJSON is the refusal of arguments encoding/json does not decode, told
+// NotJSON is the refusal of arguments encoding/json does not decode, told
 // in the request's terms rather than in Go's.
-func notJSON(err error) *protocol.Refusal {
+func NotJSON(err error) *protocol.Refusal {
 	var (
 		syn *json.SyntaxError
 		typ *json.UnmarshalTypeError
 	)
-	why := strings.TrimPrefix(err.Error(), "json: ")
+	why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "json: "), "jcs: ")
 	switch {
 	case errors.As(err, &syn):
 		why = fmt.Sprintf("%s, at byte %d", why, syn.Offset)

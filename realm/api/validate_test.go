@@ -15,8 +15,9 @@ import (
 )
 
 // validateBefore is validate as it was written with two decodes, UseNumber
-// then plain (and, since, the check that the arguments are text): the
-// refusals of the one-decode validate must be its refusals.
+// then plain (and, since, the checks that the arguments are text and name
+// no member twice): the refusals of the one-decode validate must be its
+// refusals.
 func validateBefore(op *Operation, args json.RawMessage) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
@@ -28,14 +29,17 @@ func validateBefore(op *Operation, args json.RawMessage) (json.RawMessage, error
 	dec := json.NewDecoder(bytes.NewReader(args))
 	dec.UseNumber()
 	if err := dec.Decode(&inst); err != nil {
-		return nil, notJSON(err)
+		return nil, NotJSON(err)
 	}
 	if _, ok := inst.(map[string]any); !ok {
 		return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
 	}
 	var plain any
 	if err := json.Unmarshal(args, &plain); err != nil {
-		return nil, notJSON(err)
+		return nil, NotJSON(err)
+	}
+	if _, err := protocol.DecodeIJSON(args); errors.Is(err, protocol.ErrDuplicateMember) {
+		return nil, NotJSON(err)
 	}
 	if err := op.input.Validate(plain); err != nil {
 		return nil, schemaRefusal(op.Input, plain, err)
@@ -53,8 +57,7 @@ var validateInputs = []string{
 	// beyond what an int holds.
 	`{"id":"x","n":3.0}`, `{"id":"x","n":3e2}`, `{"id":"x","n":-0}`, `{"id":"x","n":1e300}`, `{"id":"x","n":0.5e1}`,
 	`{"id":"x","ratio":1}`, `{"id":"x","ratio":1.5}`, `{"id":"x","ratio":"1"}`,
-	// Duplicate keys: the last one counts, for the validator as for the
-	// typed decode.
+	// Duplicate keys: refused (I-JSON), at any depth.
 	`{"id":"a","n":"x","n":1}`, `{"id":"a","n":1,"n":"x"}`, `{"id":1,"id":null}`, `{"id":"a","extra":1,"extra":2}`,
 	// Keys that are escaped, or not UTF-8.
 	`{"\u0069d":"a"}`, `{"id":"a","\u006e":1}`, "{\"id\":\"a\",\"\xff\":1}", `{"id":"a","":1}`,

@@ -128,7 +128,7 @@ func (s *Service) prepare(in *writeIn, create bool) (*prepared, error) {
 	if in.Payload != nil {
 		canon, err := protocol.JCS(in.Payload)
 		if err != nil {
-			return nil, invalid("payload is not valid JSON: %v", err).With("field", "payload")
+			return nil, invalid("payload is not I-JSON, which JCS takes: %s.", strings.TrimPrefix(err.Error(), "jcs: ")).With("field", "payload")
 		}
 		if len(canon) > MaxPayloadBytes {
 			return nil, protocol.Refusef(protocol.ReasonPayloadTooLarge, "payload is %d JCS bytes, over %d.", len(canon), MaxPayloadBytes)
