@@ -201,6 +201,8 @@ func TestRefusalParity(t *testing.T) {
 		{"invalid_body", a, "POST", "/api/v1/boards/1/threads", "post_boards_id_threads", map[string]any{"id": 1, "kind": "ask", "body": "x", "thread": ""}, 400},
 		{"invalid_body", a, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "paused"}, 400},
 		{"invalid_body", a, "GET", "/api/v1/inbox?extension=a%20b", "get_inbox", map[string]any{"extension": "a b"}, 400},
+		{"invalid_body", a, "GET", "/api/v1/threads?state=paused", "get_threads", map[string]any{"state": "paused"}, 400},
+		{"board_not_found", a, "GET", "/api/v1/threads?board=99", "get_threads", map[string]any{"board": 99}, 404},
 		{"invalid_body", a, "POST", "/api/v1/inbox/ack", "post_inbox_ack", map[string]any{"extension": strings.Repeat("x", 41)}, 400},
 		{"invalid_body", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "supports", "from": map[string]any{"extension": ""}}, 400},
 		{"token_read_only", reader, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x"}, 403},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 func (s *Service) registerThreads(reg *api.Registry) {
 	write := api.NeedRight(protocol.RightWrite)
 	reg.Add(
-		api.Define("get_threads", http.MethodGet, "/api/v1/threads", "Threads across boards, filterable by board, state, awaiting, creator, since and realm.", api.Public, s.listThreads),
+		loosen(api.Define("get_threads", http.MethodGet, "/api/v1/threads", "Threads across boards, filterable by board, state, awaiting, creator, since and realm.", api.Public, s.listThreads), "board"),
 		loosen(api.Define("get_messages_id", http.MethodGet, "/api/v1/messages/{id}", "One message: msg_…, its number, realm:msg_… or a CID; a reply into another realm's thread shows its status there.", api.Public, s.getMessage), "id"),
 		loosen(api.Define("get_threads_id", http.MethodGet, "/api/v1/threads/{id}", "One thread with its messages as a tree.", api.Public, s.getThread), "id"),
 		envelope(loosen(api.Define("post_threads_id_messages", http.MethodPost, "/api/v1/threads/{id}/messages",
@@ -42,6 +43,9 @@ type listThreadsIn struct {
 }
 
 func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn) (ThreadsOut, error) {
+	if in.State != "" && !slices.Contains(protocol.States, in.State) {
+		return ThreadsOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "state %q is not a thread state: open, answered, decided, closed, deferred, obsolete, rejected.", in.State).With("field", "state").With("rule", "enum")
+	}
 	var since time.Time
 	if in.Since != "" {
 		t, err := time.Parse(time.RFC3339, in.Since)
