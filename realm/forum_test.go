@@ -1439,3 +1439,31 @@ func TestForumReopenHigherBeatsLower(t *testing.T) {
 	tn.checkThread(t, "the reopen confirmed", "th_2", threadState{"open", "llm", false, false, true})
 	tn.post(t, b, "/api/v1/threads/th_2/messages", map[string]any{"kind": "note", "body": "open again"})
 }
+
+// TestForumThreadPages: both thread listings page with limit and offset,
+// has_more telling whether a next page exists; together the pages list
+// every thread once.
+func TestForumThreadPages(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	for range 5 {
+		tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "a thread"})
+	}
+	for _, base := range []string{"/api/v1/threads?limit=2", "/api/v1/boards/1/threads?limit=2"} {
+		seen := map[string]bool{}
+		for i, more := range []bool{true, true, false} {
+			_, out := tn.do(t, "GET", base+"&offset="+itoa(uint64(2*i)), "", nil)
+			page, _ := out["threads"].([]any)
+			if out["has_more"] != more || len(page) != min(2, 5-2*i) {
+				t.Fatalf("%s, page %d: %v", base, i, out)
+			}
+			for _, th := range page {
+				seen[th.(map[string]any)["id"].(string)] = true
+			}
+		}
+		if len(seen) != 5 {
+			t.Fatalf("%s: %d threads over the pages", base, len(seen))
+		}
+		forumRefused(t, tn, "GET", base+"&offset=-1", "", nil, 400, "invalid_body")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -139,19 +140,36 @@ func (s *Service) createBoard(ctx context.Context, author, slug, name, desc stri
 }
 
 type boardThreadsIn struct {
-	ID    protocol.KeyRef `json:"id" jsonschema:"the board's number or slug"`
-	State protocol.State  `json:"state,omitempty" jsonschema:"only threads in this state"`
-	Limit int             `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
+	ID     protocol.KeyRef `json:"id" jsonschema:"the board's number or slug"`
+	State  protocol.State  `json:"state,omitempty" jsonschema:"only threads in this state"`
+	Limit  int             `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
+	Offset int             `json:"offset,omitempty" jsonschema:"skip this many of the ordered threads (default 0): with has_more, the next page"`
 }
 
-// ThreadsOut lists threads.
+// ThreadsOut lists threads: one page of them, in the listing's order.
 type ThreadsOut struct {
 	Threads []ThreadOut `json:"threads"`
+	HasMore bool        `json:"has_more" jsonschema:"more threads follow: ask again with offset + the threads returned"`
+}
+
+// page returns the page of ts at offset, limit long, as ThreadsOut.
+func (s *Service) page(ts []*threadRec, offset, limit int) (ThreadsOut, error) {
+	if offset < 0 {
+		return ThreadsOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "offset is 0 or more.").With("field", "offset").With("rule", "minimum")
+	}
+	out := ThreadsOut{Threads: []ThreadOut{}}
+	for _, t := range ts[min(offset, len(ts)):min(offset+limit, len(ts))] {
+		out.Threads = append(out.Threads, s.threadOut(t))
+	}
+	out.HasMore = offset+limit < len(ts)
+	return out, nil
 }
 
 func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreadsIn) (ThreadsOut, error) {
-	out := ThreadsOut{Threads: []ThreadOut{}}
-	limit := clampLimit(in.Limit)
+	if in.State != "" && !slices.Contains(protocol.States, in.State) {
+		return ThreadsOut{}, notAState(in.State)
+	}
+	var out ThreadsOut
 	err := s.st.View(func(tx *store.Tx) error {
 		b, err := s.loadBoard(tx, in.ID)
 		if err != nil {
@@ -184,13 +202,8 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 			}
 			return newer(a, b)
 		})
-		for i, t := range ts {
-			if i == limit {
-				break
-			}
-			out.Threads = append(out.Threads, s.threadOut(t))
-		}
-		return nil
+		out, err = s.page(ts, in.Offset, clampLimit(in.Limit))
+		return err
 	})
 	return out, err
 }

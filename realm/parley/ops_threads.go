@@ -40,11 +40,17 @@ type listThreadsIn struct {
 	Since    string          `json:"since,omitempty" jsonschema:"only threads updated after this RFC 3339 time"`
 	Realm    string          `json:"realm,omitempty" jsonschema:"only threads of this realm"`
 	Limit    int             `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
+	Offset   int             `json:"offset,omitempty" jsonschema:"skip this many of the ordered threads (default 0): with has_more, the next page"`
+}
+
+// notAState refuses a state filter that names no thread state.
+func notAState(st protocol.State) *protocol.Refusal {
+	return protocol.Refusef(protocol.ReasonInvalidBody, "state %q is not a thread state: open, answered, decided, closed, deferred, obsolete, rejected.", st).With("field", "state").With("rule", "enum")
 }
 
 func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn) (ThreadsOut, error) {
 	if in.State != "" && !slices.Contains(protocol.States, in.State) {
-		return ThreadsOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "state %q is not a thread state: open, answered, decided, closed, deferred, obsolete, rejected.", in.State).With("field", "state").With("rule", "enum")
+		return ThreadsOut{}, notAState(in.State)
 	}
 	var since time.Time
 	if in.Since != "" {
@@ -54,7 +60,7 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 		}
 		since = t
 	}
-	out := ThreadsOut{Threads: []ThreadOut{}}
+	var out ThreadsOut
 	err := s.st.View(func(tx *store.Tx) error {
 		var board *rid
 		if in.Board != "" {
@@ -87,13 +93,8 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 			return err
 		}
 		sort.SliceStable(ts, func(i, j int) bool { return newer(ts[i], ts[j]) })
-		for i, t := range ts {
-			if i == clampLimit(in.Limit) {
-				break
-			}
-			out.Threads = append(out.Threads, s.threadOut(t))
-		}
-		return nil
+		out, err = s.page(ts, in.Offset, clampLimit(in.Limit))
+		return err
 	})
 	return out, err
 }
