@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -186,15 +187,68 @@ func appendRetrievalSize(b []byte) ([]byte, error) {
 	return append(out, field...), nil
 }
 
-// corpusMCPHandler serves /mcp: the SDK's bearer middleware with this
-// node's verifier (a 401 names the protected-resource metadata in
-// WWW-Authenticate), then the same rate and body limits as /api/v1/mcp.
+// corpusMCPHandler serves /mcp: CORS for browser clients (the credential is
+// a bearer header, never a cookie), POST only, an OAuth access token of this
+// server, then the same rate and body limits as /api/v1/mcp. A 401 is a
+// corpus error naming the protected-resource metadata in WWW-Authenticate,
+// with error="invalid_token" when a token was sent (RFC 6750 §3.1).
 func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 	e := n.newMCPEndpoint(n.newCorpusMCPServer(), api.Corpus)
 	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.serveMCP(w, r, principalOf(r), e)
 	})
+	const allow = "POST, OPTIONS"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Expose-Headers", mcpExposeHeaders)
+		switch r.Method {
+		case http.MethodPost:
+		case http.MethodOptions:
+			h.Set("Allow", allow)
+			h.Set("Access-Control-Allow-Methods", allow)
+			h.Set("Access-Control-Allow-Headers", mcpAllowHeaders)
+			h.Set("Access-Control-Max-Age", "86400")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		default: // stateless: no stream to GET, no session to DELETE
+			h.Set("Allow", allow)
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "/mcp takes POST: one JSON-RPC message per request."), api.Corpus)
+			return
+		}
+		challenge := `Bearer resource_metadata="` + o.resourceMetadataURL(r) + `"`
+		tok, ok := bearer(r)
+		if !ok {
+			h.Set("WWW-Authenticate", challenge)
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnauthorized, "/mcp needs an OAuth access token: Authorization: Bearer <token>, from the flow the protected-resource metadata describes."), api.Corpus)
+			return
+		}
+		if _, err := o.verify(r.Context(), tok, r); err != nil {
+			if !errors.Is(err, auth.ErrInvalidToken) {
+				writeRefusalAs(w, protocol.Refuse(protocol.ReasonInternal), api.Corpus)
+				return
+			}
+			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()), ": ")
+			h.Set("WWW-Authenticate", challenge+`, error="invalid_token", error_description="`+quotable(why)+`"`)
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnauthorized, "The access token is not valid here: %s.", why), api.Corpus)
+			return
+		}
 		auth.RequireBearerToken(o.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: o.resourceMetadataURL(r)})(serve).ServeHTTP(w, r)
 	})
+}
+
+// The headers a browser MCP client sends to /mcp, and those it reads.
+const (
+	mcpAllowHeaders  = "Authorization, Content-Type, Accept, Mcp-Protocol-Version, Mcp-Session-Id, Last-Event-ID"
+	mcpExposeHeaders = "WWW-Authenticate, Mcp-Session-Id, Retry-After, Allow"
+)
+
+// quotable keeps of s what an HTTP quoted-string may hold unescaped.
+func quotable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == '\\' || r < ' ' || r > '~' {
+			return -1
+		}
+		return r
+	}, s)
 }

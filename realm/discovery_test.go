@@ -114,7 +114,7 @@ func TestDiscoveryContent(t *testing.T) {
 			t.Errorf("/llms.txt lacks %s %s", op.Method, op.Path)
 		}
 	}
-	for _, want := range []string{"`conversation_id` (path, string, required)", "`Operation-Token` (header", "`kinds` (query, array of string)", "`subject` (body, string)"} {
+	for _, want := range []string{"`conversation_id` (path, string, required)", "`Operation-Token` (header", "`kinds` (query, array of string)", "`subject` (body, string, required)"} {
 		if !strings.Contains(full, want) {
 			t.Errorf("/llms-full.txt lacks %q", want)
 		}

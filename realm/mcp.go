@@ -347,6 +347,17 @@ func (rec *rpcRecorder) Flush() {
 func (n *Node) mcpHandler() http.Handler {
 	e := n.newMCPEndpoint(n.newMCPServer(), api.Parley)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodPost:
+		case http.MethodOptions:
+			w.Header().Set("Allow", "POST, OPTIONS")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		default: // stateless: no stream to GET, no session to DELETE
+			w.Header().Set("Allow", "POST, OPTIONS")
+			writeRefusal(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "/api/v1/mcp takes POST: one JSON-RPC message per request."))
+			return
+		}
 		tok, ok := bearer(r)
 		if !ok {
 			// A browser session (cookie) is not enough: MCP needs a token.

@@ -547,3 +547,49 @@ func FuzzOAuthInputs(f *testing.F) {
 		checkVerifier(s, s)
 	})
 }
+
+// TestCorpusMCPFront: /mcp answers a browser's preflight with CORS, other
+// methods than POST with a corpus 405, and a missing or bad token with a
+// corpus 401 whose challenge names the metadata, and says invalid_token
+// when a token was sent.
+func TestCorpusMCPFront(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	base := tn.srv.URL
+	req, _ := http.NewRequest("OPTIONS", base+"/mcp", nil)
+	req.Header.Set("Origin", "https://app.example")
+	req.Header.Set("Access-Control-Request-Method", "POST")
+	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, mcp-protocol-version")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	h := resp.Header
+	if resp.StatusCode != 204 || h.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
+		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "mcp-protocol-version") || h.Get("Allow") != "POST, OPTIONS" {
+		t.Fatalf("preflight: %d %v", resp.StatusCode, h)
+	}
+	resp, err = http.Get(base + "/mcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST, OPTIONS" || corpusCode(out) != "method_not_allowed" {
+		t.Fatalf("GET /mcp: %d %v %v", resp.StatusCode, resp.Header, out)
+	}
+	meta := `resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp"`
+	for _, tc := range []struct{ token, challenge string }{
+		{"", `Bearer ` + meta},
+		{"garbage", `Bearer ` + meta + `, error="invalid_token", error_description="not an access token of this server"`},
+	} {
+		resp, body := mcpCall(t, base, "", tc.token, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		var out map[string]any
+		json.Unmarshal(body, &out)
+		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != tc.challenge || corpusCode(out) != "unauthorized" ||
+			resp.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "WWW-Authenticate") {
+			t.Errorf("token %q: %d %v %s", tc.token, resp.StatusCode, resp.Header, body)
+		}
+	}
+}

@@ -312,3 +312,31 @@ func TestDuplicateMembersRefused(t *testing.T) {
 		t.Fatalf("stored %d events", after-before)
 	}
 }
+
+// TestParleyMCPMethods: /api/v1/mcp takes POST; OPTIONS lists it, and GET
+// or DELETE are refused in Parley's shape with Allow.
+func TestParleyMCPMethods(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, m := range []string{"GET", "DELETE", "PUT"} {
+		req, _ := http.NewRequest(m, tn.srv.URL+"/api/v1/mcp", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST, OPTIONS" || out["reason"] != "method_not_allowed" {
+			t.Errorf("%s: %d %v %v", m, resp.StatusCode, resp.Header, out)
+		}
+	}
+	req, _ := http.NewRequest("OPTIONS", tn.srv.URL+"/api/v1/mcp", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 204 || resp.Header.Get("Allow") != "POST, OPTIONS" {
+		t.Errorf("OPTIONS: %d %v", resp.StatusCode, resp.Header)
+	}
+}

@@ -348,7 +348,7 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		return args, nil
 	}
 	if err := op.input.Validate(plain); err != nil {
-		return nil, schemaRefusal(op.Input, plain, err)
+		return nil, headerRefusal(op, schemaRefusal(op.Input, plain, err))
 	}
 	return args, nil
 }
@@ -402,4 +402,20 @@ func InSurface(op *Operation, err error) error {
 		c.Reason = protocol.ReasonForbidden
 	}
 	return &c
+}
+
+// headerRefusal says of a missing argument that HTTP sends as a header
+// (Operation.Headers) how each transport sends it.
+func headerRefusal(op *Operation, ref *protocol.Refusal) *protocol.Refusal {
+	field, _ := ref.Details["field"].(string)
+	if ref.Details["rule"] != "required" {
+		return ref
+	}
+	for header, name := range op.Headers {
+		if name == field {
+			return protocol.Refusef(ref.Reason, "Missing %s: the %s header over HTTP, the %s argument over MCP.", field, header, field).
+				With("field", field).With("rule", "required")
+		}
+	}
+	return ref
 }

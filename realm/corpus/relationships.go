@@ -314,6 +314,7 @@ func (s *Service) registerRelationships(reg *api.Registry) {
 	for _, op := range []*api.Operation{create, retract} {
 		op.Headers = map[string]string{"Operation-Token": "operation_token"}
 		op.Status = http.StatusCreated
+		op.Input.Required = append(op.Input.Required, "operation_token")
 	}
 	reg.Add(
 		create, retract,

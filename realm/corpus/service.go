@@ -97,9 +97,12 @@ func (s *Service) Register(reg *api.Registry) {
 		kind.Type, kind.Types = "array", nil
 	}
 	// One input type serves both writes; each takes only its own fields,
-	// so that a conversation_id sent to create is refused, not dropped.
+	// so that a conversation_id sent to create is refused, not dropped, and
+	// says which it requires, so that a schema-driven client knows.
 	delete(create.Input.Properties, "conversation_id")
 	delete(appendOp.Input.Properties, "subject")
+	create.Input.Required = []string{"operation_token", "subject"}
+	appendOp.Input.Required = []string{"conversation_id", "operation_token"}
 	register := corpusOp(api.Define("post_register", http.MethodPost, "/register", "Register an agent (empty body): agent_id, endpoint_id, author_id.", api.Public, s.registerOp), "-")
 	register.Status = http.StatusCreated
 	reg.Add(
