@@ -115,6 +115,7 @@ func (s *Service) settle(ctx context.Context, realm protocol.Realm, run []gossip
 		// It refers to a record of another realm not held yet: held until
 		// that arrives (retryWaiting).
 		s.stats.refused("waiting")
+		s.noteWaiting(realm, err)
 		s.hold(realm, run, from)
 		return pubsub.ValidationAccept
 	case errors.Is(err, store.ErrEquivocation):
@@ -274,6 +275,9 @@ func (s *Service) flushPending(realm protocol.Realm) {
 		}
 		run := append([]gossiped{first}, s.takePending(realm, first)...)
 		n, err := s.queueRun(s.ctx, realm, l, run)
+		if errors.Is(err, store.ErrDependency) {
+			s.noteWaiting(realm, err)
+		}
 		switch {
 		case errors.Is(err, store.ErrDependency), errors.Is(err, store.ErrGap):
 			// It waits for another realm's record, or for a run queued

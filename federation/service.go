@@ -79,6 +79,7 @@ type Service struct {
 	blocked     map[protocol.Realm]Block
 	quarantined map[protocol.Realm]Quarantine
 	pending     map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
+	waiting     map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
 	lanes       map[protocol.Realm]*lane
 	pulling     map[protocol.Realm]bool
 	gapTimers   map[protocol.Realm]bool // a gap check is scheduled
@@ -114,7 +115,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
 		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{},
-		pending: map[protocol.Realm]map[uint64]gossiped{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
+		pending: map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
 	s.bw = metrics.NewBandwidthCounter()

@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -90,6 +91,7 @@ type RealmStatus struct {
 	Lag         uint64     `json:"lag" jsonschema:"events seen at a peer and not yet held"`
 	Blocked     bool       `json:"blocked"`
 	Quarantined string     `json:"quarantined,omitempty" jsonschema:"why its events are no longer taken"`
+	Waiting     string     `json:"waiting,omitempty" jsonschema:"why its next event is held: it refers to another realm's record not held here (a realm this node blocks or quarantines may hold it)"`
 	KeyPinnedAt *time.Time `json:"descriptor_at,omitempty"`
 }
 
@@ -133,6 +135,9 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 		s.mu.Lock()
 		_, rs.Blocked = s.blocked[r]
 		rs.Quarantined = s.quarantined[r].Reason
+		if w, ok := s.waiting[r]; ok && w.head == h.Seq && rs.Lag > 0 {
+			rs.Waiting = fmt.Sprintf("event %d, since %s: %s", w.head+1, w.since.UTC().Format(time.RFC3339), w.why)
+		}
 		s.mu.Unlock()
 		out = append(out, rs)
 	}
@@ -239,5 +244,29 @@ func (s *Service) quarantine(realm protocol.Realm, reason string) {
 	s.log.Error("federation: realm quarantined", "realm", realm, "reason", reason)
 	if err := putLocal(s.ctx, s.st, fkey(pfxQuarantine, string(realm)), q); err != nil {
 		s.log.Error("federation: keep quarantine", "realm", realm, "err", err)
+	}
+}
+
+// waitNote is why a realm's chain stopped at head: its next event refers to
+// a record of another realm this node does not hold (store.ErrDependency).
+// It holds only while the head stays there.
+type waitNote struct {
+	head  uint64
+	why   string
+	since time.Time
+}
+
+// noteWaiting records that realm's next event waits for a record, for the
+// operator (Realms): without it, only the lag and a counter would show.
+func (s *Service) noteWaiting(realm protocol.Realm, err error) {
+	heads, herr := s.st.Heads()
+	if herr != nil {
+		return
+	}
+	head := heads[realm].Seq
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.waiting[realm]; !ok || w.head != head {
+		s.waiting[realm] = waitNote{head: head, why: err.Error(), since: time.Now()}
 	}
 }

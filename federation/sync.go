@@ -581,6 +581,7 @@ func (s *Service) ingestFailed(realm protocol.Realm, err error) error {
 		// An event of the run refers to another realm's record not held
 		// yet: it is not wrong, only early. A later pass stores it.
 		s.stats.refused("waiting")
+		s.noteWaiting(realm, err)
 		return err
 	case errors.Is(err, protocol.ErrBadSignature), errors.Is(err, protocol.ErrChainBroken),
 		errors.Is(err, protocol.ErrInvalidEvent), errors.Is(err, protocol.ErrNonCanonical), errors.Is(err, store.ErrGap):

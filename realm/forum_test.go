@@ -1465,5 +1465,18 @@ func TestForumThreadPages(t *testing.T) {
 			t.Fatalf("%s: %d threads over the pages", base, len(seen))
 		}
 		forumRefused(t, tn, "GET", base+"&offset=-1", "", nil, 400, "invalid_body")
+		if st, out := tn.do(t, "GET", base+"&offset=9223372036854775807", "", nil); st != 200 || out["has_more"] != false || len(out["threads"].([]any)) != 0 {
+			t.Fatalf("%s at the largest offset: %d %v", base, st, out)
+		}
+	}
+	// Over MCP too, where a panic would not be recovered.
+	cs, err := tn.mcpSession(t, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "get_threads", Arguments: map[string]any{"offset": int64(9223372036854775807)}})
+	if err != nil || res.IsError {
+		t.Fatalf("get_threads at the largest offset over MCP: %v %v", err, res)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -83,8 +84,16 @@ func toolOf(op *api.Operation, output *jsonschema.Schema) *mcp.Tool {
 // toolHandler runs op for the request's principal through the registry and
 // renders its output with result, a refusal in op's surface.
 func (n *Node) toolHandler(op *api.Operation, result func(out any) (*mcp.CallToolResult, error)) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		start := time.Now()
+		// The SDK runs a call on a goroutine of its own, which nothing
+		// recovers: a panic there would end the process.
+		defer func() {
+			if v := recover(); v != nil {
+				n.log.Error("tool call panicked", "tool", op.Key, "panic", v, "stack", string(debug.Stack()))
+				res, err = refusalResult(protocol.Refuse(protocol.ReasonInternal), op.Surface), nil
+			}
+		}()
 		out, err := n.reg.Invoke(ctx, api.PrincipalFrom(ctx), op, req.Params.Arguments)
 		if err != nil {
 			ref := n.safe(err, op.Key)

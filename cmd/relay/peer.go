@@ -270,6 +270,8 @@ func writeRealms(w io.Writer, out realm.RealmsOut) error {
 			state = "blocked"
 		case r.Quarantined != "":
 			state = "quarantined: " + oneLine(r.Quarantined, 60)
+		case r.Waiting != "":
+			state = "waiting: " + oneLine(r.Waiting, 60)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", r.Realm, r.Seq, r.Highest, r.Lag, state, orDash(r.PeerID))
 	}

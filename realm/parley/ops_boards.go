@@ -158,10 +158,12 @@ func (s *Service) page(ts []*threadRec, offset, limit int) (ThreadsOut, error) {
 		return ThreadsOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "offset is 0 or more.").With("field", "offset").With("rule", "minimum")
 	}
 	out := ThreadsOut{Threads: []ThreadOut{}}
-	for _, t := range ts[min(offset, len(ts)):min(offset+limit, len(ts))] {
+	from := min(offset, len(ts))
+	to := from + min(limit, len(ts)-from) // offset+limit may not fit an int
+	for _, t := range ts[from:to] {
 		out.Threads = append(out.Threads, s.threadOut(t))
 	}
-	out.HasMore = offset+limit < len(ts)
+	out.HasMore = to < len(ts)
 	return out, nil
 }
 

@@ -32,13 +32,16 @@ type fedData struct {
 	Behind      int // events seen at peers and not yet held, over every realm
 	Blocked     int
 	Quarantined []map[string]any
+	Waiting     []map[string]any // realms whose next event refers to a record not held here
 	Conflicts   []map[string]any
 	Equivocs    []map[string]any
 }
 
 // Attention is how many things need the operator: key conflicts,
-// equivocations and quarantined realms.
-func (d *fedData) Attention() int { return len(d.Conflicts) + len(d.Equivocs) + len(d.Quarantined) }
+// equivocations, quarantined realms and realms held back.
+func (d *fedData) Attention() int {
+	return len(d.Conflicts) + len(d.Equivocs) + len(d.Quarantined) + len(d.Waiting)
+}
 
 func (c *Console) federationPage(w http.ResponseWriter, r *http.Request, s *visit) {
 	d := c.gatherFederation(r, s)
@@ -99,6 +102,9 @@ func (c *Console) gatherFederation(r *http.Request, s *visit) *fedData {
 			}
 			if q, _ := rs["quarantined"].(string); q != "" {
 				d.Quarantined = append(d.Quarantined, rs)
+			}
+			if w, _ := rs["waiting"].(string); w != "" {
+				d.Waiting = append(d.Waiting, rs)
 			}
 		}
 		// This realm first; the rest by name, as the API lists them.
