@@ -3,9 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"strconv"
@@ -30,74 +28,6 @@ func JCS(raw []byte) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-// ErrDuplicateMember is JCS's refusal of an object that names a member twice.
-var ErrDuplicateMember = errors.New("jcs: an object names a member twice")
-
-// maxJCSDepth bounds the nesting JCS reads, as encoding/json does.
-const maxJCSDepth = 10000
-
-// DecodeIJSON decodes one JSON text into an any, as encoding/json does with
-// UseNumber, but refuses an object that names a member twice
-// (ErrDuplicateMember), which a decode would take with the last value.
-func DecodeIJSON(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	v, err := decodeIJSON(dec, 0)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, fmt.Errorf("jcs: trailing data")
-	}
-	return v, nil
-}
-
-// decodeIJSON reads one JSON value from dec as encoding/json decodes it
-// into an any (numbers as json.Number), refusing duplicate member names.
-func decodeIJSON(dec *json.Decoder, depth int) (any, error) {
-	if depth > maxJCSDepth {
-		return nil, errors.New("jcs: nested too deeply")
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	switch tok {
-	case json.Delim('['):
-		arr := []any{}
-		for dec.More() {
-			e, err := decodeIJSON(dec, depth+1)
-			if err != nil {
-				return nil, err
-			}
-			arr = append(arr, e)
-		}
-		_, err := dec.Token() // ]
-		return arr, err
-	case json.Delim('{'):
-		obj := map[string]any{}
-		for dec.More() {
-			kt, err := dec.Token()
-			if err != nil {
-				return nil, err
-			}
-			k := kt.(string) // the decoder gives only strings as keys
-			if _, dup := obj[k]; dup {
-				return nil, fmt.Errorf("%w: %q", ErrDuplicateMember, k)
-			}
-			if obj[k], err = decodeIJSON(dec, depth+1); err != nil {
-				return nil, err
-			}
-		}
-		_, err := dec.Token() // }
-		return obj, err
-	}
-	return tok, nil
 }
 
 func writeJCS(b *bytes.Buffer, v any) error {

@@ -66,3 +66,80 @@ func FuzzJCS(f *testing.F) {
 		}
 	})
 }
+
+var duplicateMemberTests = []struct {
+	in    string
+	name  string
+	depth int
+	found bool
+}{
+	{`{"a":1,"b":2}`, "", 0, false},
+	{`{"a":1,"a":2}`, "a", 0, true},
+	{`{"a":{"b":1},"c":{"b":2}}`, "", 0, false},
+	{`{"a":{"b":1,"b":2}}`, "b", 1, true},
+	{`[{"k":1},{"k":1}]`, "", 0, false},
+	{`[{"k":1,"k":1}]`, "k", 1, true},
+	{`{"a":"a","b":"a"}`, "", 0, false},
+	{`{"a":["a","a"]}`, "", 0, false},
+	{`{"a":1,"\u0061":2}`, "a", 0, true},
+	{`{"a\"b":1,"a\u0022b":2}`, `a"b`, 0, true},
+	{`{"x":"{\"a\":1,\"a\":2}"}`, "", 0, false},
+	{`{"a":1,"b":{"c":[1,{"d":2}]},"a":3}`, "a", 0, true},
+	{`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`, "k3", 0, true},
+	{`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17}`, "", 0, false},
+}
+
+func TestDuplicateMember(t *testing.T) {
+	for _, tc := range duplicateMemberTests {
+		name, depth, found := DuplicateMember([]byte(tc.in))
+		if name != tc.name || depth != tc.depth || found != tc.found {
+			t.Errorf("%s: %q at %d, %v; want %q at %d, %v", tc.in, name, depth, found, tc.name, tc.depth, tc.found)
+		}
+	}
+}
+
+// FuzzDuplicateMember holds DuplicateMember to a decode that sees every
+// member: on JSON, it finds a name twice exactly when a token-by-token read
+// does.
+func FuzzDuplicateMember(f *testing.F) {
+	for _, tc := range duplicateMemberTests {
+		f.Add([]byte(tc.in))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		_, _, found := DuplicateMember(b)
+		if want := tokenDuplicate(json.NewDecoder(bytes.NewReader(b))); found != want {
+			t.Fatalf("%q: found %v, a token read %v", b, found, want)
+		}
+	})
+}
+
+// tokenDuplicate reads one value by tokens and reports a name held twice.
+func tokenDuplicate(dec *json.Decoder) bool {
+	tok, err := dec.Token()
+	if err != nil {
+		return false
+	}
+	switch tok {
+	case json.Delim('['):
+		dup := false
+		for dec.More() {
+			dup = tokenDuplicate(dec) || dup
+		}
+		dec.Token()
+		return dup
+	case json.Delim('{'):
+		seen, dup := map[string]bool{}, false
+		for dec.More() {
+			k, _ := dec.Token()
+			dup = dup || seen[k.(string)]
+			seen[k.(string)] = true
+			dup = tokenDuplicate(dec) || dup
+		}
+		dec.Token()
+		return dup
+	}
+	return false
+}

@@ -7,10 +7,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -243,11 +245,20 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 	args := map[string]any{}
 	// What the path and the headers set or remove, over the body or query.
 	over, overOK := overlayArgs(r, op)
+	if !overOK {
+		return nil, protocol.Refusef(protocol.ReasonInvalidBody, "A path parameter or a header is not UTF-8 text.")
+	}
 	if r.Method == http.MethodGet || r.Method == http.MethodHead {
 		for name, vals := range r.URL.Query() {
 			prop := api.Property(op.Input, name)
 			if prop == nil {
 				continue // unknown query parameters are ignored, as caches and proxies add them
+			}
+			if !slices.ContainsFunc(vals, func(v string) bool { return v != "" }) && prop.MinLength != nil {
+				continue // ?board= is no board, not an empty one
+			}
+			if slices.ContainsFunc(vals, func(v string) bool { return !utf8.ValidString(v) }) {
+				return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The query parameter %q is not UTF-8 text.", name).With("field", name)
 			}
 			args[name] = api.ArgValue(prop, vals)
 		}

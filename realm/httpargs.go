@@ -25,13 +25,17 @@ type argMember struct {
 
 // overlayArgs are the arguments a request's path and headers set (or, for
 // an absent header, remove), in the order httpArgs applies them, each key
-// once; ok is false when one does not encode.
+// once; ok is false when one does not encode, or is not UTF-8 (which the
+// marshal would silently replace: two tokens would become one).
 func overlayArgs(r *http.Request, op *api.Operation) (over []argMember, ok bool) {
 	put := func(key string, val []byte) {
 		over = slices.DeleteFunc(over, func(m argMember) bool { return m.key == key })
 		over = append(over, argMember{key, val})
 	}
 	for _, name := range pathParams(op.Path) {
+		if !utf8.ValidString(r.PathValue(name)) {
+			return nil, false
+		}
 		b, err := json.Marshal(api.ArgValue(api.Property(op.Input, name), []string{r.PathValue(name)}))
 		if err != nil {
 			return nil, false
@@ -40,6 +44,9 @@ func overlayArgs(r *http.Request, op *api.Operation) (over []argMember, ok bool)
 	}
 	for header, name := range op.Headers {
 		if v := r.Header.Get(header); v != "" {
+			if !utf8.ValidString(v) {
+				return nil, false
+			}
 			b, err := json.Marshal(v)
 			if err != nil {
 				return nil, false

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -238,6 +239,20 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		writeRefusalAs(w, protocol.Refusef(unreadable, "The body could not be read."), e.surface)
 		return
 	}
+	// A batch (protocol versions before 2025-06-18) is as many requests
+	// as it holds messages; a refusal in it gives nothing back.
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+		var batch []json.RawMessage
+		if json.Unmarshal(body, &batch) == nil {
+			for range max(len(batch)-1, 0) {
+				if _, ref := n.limiter.allow(p, r); ref != nil {
+					writeRefusalAs(w, ref, e.surface)
+					return
+				}
+			}
+		}
+		adm = nil
+	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r = r.WithContext(withAdmission(api.WithPrincipal(r.Context(), p), adm))
 	host, _, err := net.SplitHostPort(r.Host)
@@ -267,14 +282,27 @@ const (
 // answers no notification. A message with an id but neither a method nor a
 // result is no message at all: the SDK would take it for a response.
 func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
-	var msg struct {
-		ID     json.RawMessage `json:"id"`
-		Method *string         `json:"method"`
-		Result json.RawMessage `json:"result"`
-		Error  json.RawMessage `json:"error"`
+	// The members by their exact names, as the SDK reads them (encoding/json
+	// would match a struct's fields whatever their case).
+	var msg map[string]json.RawMessage
+	isObject := json.Unmarshal(body, &msg) == nil && msg != nil
+	var method *string
+	if m, ok := msg["method"]; ok {
+		var s string
+		if json.Unmarshal(m, &s) == nil {
+			method = &s
+		}
 	}
-	isObject := json.Unmarshal(body, &msg) == nil && bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("{"))
-	if r.Method == http.MethodPost && isObject && msg.ID != nil && msg.Method == nil && msg.Result == nil && msg.Error == nil {
+	id := msg["id"]
+	_, hasResult := msg["result"]
+	_, hasError := msg["error"]
+	if name, depth, dup := protocol.DuplicateMember(body); dup && depth <= 1 {
+		// In the message or its params: the SDK would take the last one.
+		// Deeper, in a tool's arguments, the registry refuses it.
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: the message names %q twice.", name))
+		return
+	}
+	if r.Method == http.MethodPost && isObject && id != nil && method == nil && !hasResult && !hasError {
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: a message with an id and no method is neither a request nor a response.")
 		return
 	}
@@ -285,16 +313,20 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	}
 	text := strings.TrimSpace(rec.body.String())
 	switch {
-	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && msg.Method != nil && msg.ID == nil:
+	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && method != nil && id == nil:
 		w.Header().Del("Content-Type")
 		w.Header().Del("X-Content-Type-Options")
 		w.WriteHeader(http.StatusAccepted)
-	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && msg.Method != nil:
-		writeRPCError(w, http.StatusOK, msg.ID, rpcMethodNotFound, "Method not found: "+*msg.Method)
+	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && method != nil:
+		writeRPCError(w, http.StatusOK, id, rpcMethodNotFound, "Method not found: "+*method)
 	case !json.Valid(body):
 		writeRPCError(w, rec.status, nil, rpcParseError, "Parse error: the body is not JSON.")
-	default: // the SDK's text names its own types: not for the client
+	case strings.HasPrefix(text, "malformed payload"):
+		// The SDK's account of a message it could not read names its own
+		// Go types: not for the client.
 		writeRPCError(w, rec.status, nil, rpcInvalidRequest, `Invalid Request: not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0" and a method, or a result or an error).`)
+	default: // headers, protocol version, batching: the SDK says what is wrong
+		writeRPCError(w, rec.status, nil, rpcInvalidRequest, "Invalid Request: "+text)
 	}
 }
 

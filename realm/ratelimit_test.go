@@ -33,7 +33,7 @@ func TestLimiterAnyMinute(t *testing.T) {
 		{"a burst", 0, 1000},
 		{"at twice the rate", 50 * time.Millisecond, 3000},
 		{"a little over the rate", 95 * time.Millisecond, 3000},
-		{"in bursts of 50 every 4 s", 0, 0}, // below
+		{"in bursts of 50 every 4 s", 0, 0}, // 750 a minute, in bursts
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, c := testLimiter(600)

@@ -340,3 +340,73 @@ func TestParleyMCPMethods(t *testing.T) {
 		t.Errorf("OPTIONS: %d %v", resp.StatusCode, resp.Header)
 	}
 }
+
+// TestMCPBatchCounts: a JSON-RPC batch (protocol 2025-03-26) is as many
+// requests as it holds messages for the rate limit.
+func TestMCPBatchCounts(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil
+	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 3
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/v1/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-03-26")
+		req.Header.Set("Authorization", "Bearer "+tok.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	ping := `{"jsonrpc":"2.0","id":%d,"method":"ping"}`
+	if st := post("[" + fmt.Sprintf(ping, 1) + "," + fmt.Sprintf(ping, 2) + "," + fmt.Sprintf(ping, 3) + "]"); st != 200 {
+		t.Fatalf("a batch of 3 within a limit of 3: %d", st)
+	}
+	if st := post(fmt.Sprintf(ping, 4)); st != 429 {
+		t.Fatalf("a fourth request: %d", st)
+	}
+}
+
+// TestHTTPArgsText: a query parameter, path segment or header that is not
+// UTF-8 is refused rather than marshalled into U+FFFD (two Operation-Tokens
+// would become one); an empty key in the query is no key.
+func TestHTTPArgsText(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	if st, out := tn.do(t, "GET", "/api/v1/threads?board=", "", nil); st != 200 || len(out["threads"].([]any)) != 1 {
+		t.Fatalf("?board=: %d %v", st, out)
+	}
+	for _, path := range []string{"/api/v1/threads?creator=%FF", "/api/v1/threads/th_%FF"} {
+		if st, out := tn.do(t, "GET", path, "", nil); st != 400 || out["reason"] != "invalid_body" {
+			t.Errorf("%s: %d %v", path, st, out)
+		}
+	}
+	ag := tn.registerAgent(t, true)
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/"+ag.endpoint+"/createConversation", strings.NewReader(`{"subject":"s","content":"x"}`))
+	req.Header.Set("Authorization", "Bearer "+ag.id)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Operation-Token", "a\xff")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 {
+		t.Fatalf("an Operation-Token that is not UTF-8: %d", resp.StatusCode)
+	}
+}

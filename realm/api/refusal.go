@@ -66,7 +66,7 @@ func violation(s *jsonschema.Schema, v any, path string) *protocol.Refusal {
 		n := utf8.RuneCountInString(x)
 		switch {
 		case s.MinLength != nil && n < *s.MinLength:
-			return invalidField(path, "min_length", "Field %q holds at least %d characters (Unicode code points); it has %d.", path, *s.MinLength, n)
+			return invalidField(path, "min_length", "Field %q holds at least %s (Unicode code points); it has %d.", path, characters(*s.MinLength), n)
 		case s.MaxLength != nil && n > *s.MaxLength:
 			return invalidField(path, "max_length", "Field %q holds at most %d characters (Unicode code points); it has %d.", path, *s.MaxLength, n)
 		}
@@ -228,4 +228,12 @@ func goJSONType(t reflect.Type) string {
 		return "array"
 	}
 	return "object"
+}
+
+// characters is n characters, in words.
+func characters(n int) string {
+	if n == 1 {
+		return "1 character"
+	}
+	return strconv.Itoa(n) + " characters"
 }

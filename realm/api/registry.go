@@ -341,8 +341,8 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 	}
 	// I-JSON: a member named twice would be taken with its last value, the
 	// others dropped unseen (the scan above answers no to it).
-	if _, err := protocol.DecodeIJSON(args); errors.Is(err, protocol.ErrDuplicateMember) {
-		return nil, NotJSON(err)
+	if name, _, dup := protocol.DuplicateMember(args); dup {
+		return nil, NotJSON(fmt.Errorf("%w: %q", protocol.ErrDuplicateMember, name))
 	}
 	if op.shape != nil && op.shape.admits(plain) {
 		return args, nil

@@ -39,7 +39,7 @@ func validateBefore(op *Operation, args json.RawMessage) (json.RawMessage, error
 		return nil, NotJSON(err)
 	}
 	if _, err := protocol.DecodeIJSON(args); errors.Is(err, protocol.ErrDuplicateMember) {
-		return nil, NotJSON(err)
+		return nil, NotJSON(err) // the same refusal, made another way
 	}
 	if err := op.input.Validate(plain); err != nil {
 		return nil, schemaRefusal(op.Input, plain, err)

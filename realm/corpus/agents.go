@@ -157,7 +157,7 @@ func (s *Service) guide() Guide {
 		"Keep agent_id secret; send Authorization: Bearer <agent_id> on writes.",
 		"GET " + GuidePath + " with that header once: the first write is refused with 428 until you have.",
 		"For each logical write choose an Operation-Token and save it before sending.",
-		"POST /{endpoint_id}/createConversation with {\"subject\",\"content\"} and the Operation-Token header.",
+		"POST /{endpoint_id}/createConversation with {\"subject\",\"content\"}, Content-Type: application/json and the Operation-Token header.",
 		"After an uncertain outcome repeat the identical request with the same Operation-Token.",
 	}}
 }
