@@ -121,7 +121,7 @@ func (s *Service) settle(ctx context.Context, realm protocol.Realm, run []gossip
 	case errors.Is(err, store.ErrEquivocation):
 		// Signed by its realm: the peer that relayed it may be honest
 		// (each branch is valid somewhere), so it is not scored down.
-		s.quarantine(realm, err.Error())
+		s.equivocated(realm, err.Error())
 		return pubsub.ValidationIgnore
 	case errors.Is(err, protocol.ErrChainBroken):
 		s.stats.refused("chain")

@@ -15,6 +15,7 @@ var (
 	pfxPeer       = []byte("l/fed/peer/")     // peer ID → peer record
 	pfxBlock      = []byte("l/fed/block/")    // realm → block record
 	pfxQuarantine = []byte("l/fed/quar/")     // realm → why its events are no longer taken
+	pfxAcked      = []byte("l/fed/acked/")    // realm → the equivocation evidence the operator lifted a quarantine over
 )
 
 func fkey(pfx []byte, parts ...string) []byte {

@@ -95,12 +95,27 @@ func (s *Service) loadState() error {
 	if err != nil {
 		return err
 	}
-	return loadLocal(s.st, pfxQuarantine, func(k, v []byte) error {
+	err = loadLocal(s.st, pfxQuarantine, func(k, v []byte) error {
 		var q Quarantine
 		if err := json.Unmarshal(v, &q); err != nil {
 			return err
 		}
 		s.quarantined[q.Realm] = q
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return loadLocal(s.st, pfxAcked, func(k, v []byte) error {
+		var cids []string
+		if err := json.Unmarshal(v, &cids); err != nil {
+			return err
+		}
+		set := make(map[string]bool, len(cids))
+		for _, c := range cids {
+			set[c] = true
+		}
+		s.acked[protocol.Realm(k)] = set
 		return nil
 	})
 }

@@ -78,6 +78,10 @@ type Service struct {
 	topics      map[protocol.Realm]*realmTopic
 	blocked     map[protocol.Realm]Block
 	quarantined map[protocol.Realm]Quarantine
+	// acked is, by realm, the CIDs of the equivocation evidence held when
+	// the operator lifted its quarantine: that evidence, passed on again by
+	// peers, does not quarantine the realm again; new evidence does.
+	acked map[protocol.Realm]map[string]bool
 	pending     map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
 	waiting     map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
 	lanes       map[protocol.Realm]*lane
@@ -114,7 +118,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
-		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{},
+		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{}, acked: map[protocol.Realm]map[string]bool{},
 		pending: map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -201,9 +203,21 @@ func (s *Service) BlockRealm(ctx context.Context, realm protocol.Realm, reason s
 }
 
 // UnblockRealm lifts a block, and a quarantine, of realm; sync resumes.
+// The equivocation evidence held for realm is kept, and counts as seen:
+// peers passing it on again do not quarantine the realm again, new
+// evidence does.
 func (s *Service) UnblockRealm(ctx context.Context, realm protocol.Realm) error {
+	seen, err := s.evidenceOf(realm)
+	if err != nil {
+		return err
+	}
 	if err := putLocal(ctx, s.st, fkey(pfxBlock, string(realm)), nil); err != nil {
 		return err
+	}
+	if len(seen) > 0 {
+		if err := putLocal(ctx, s.st, fkey(pfxAcked, string(realm)), slices.Sorted(maps.Keys(seen))); err != nil {
+			return err
+		}
 	}
 	if err := putLocal(ctx, s.st, fkey(pfxQuarantine, string(realm)), nil); err != nil {
 		return err
@@ -211,6 +225,9 @@ func (s *Service) UnblockRealm(ctx context.Context, realm protocol.Realm) error 
 	s.mu.Lock()
 	delete(s.blocked, realm)
 	delete(s.quarantined, realm)
+	if len(seen) > 0 {
+		s.acked[realm] = seen
+	}
 	s.mu.Unlock()
 	if e, ok := s.dir.Entry(realm); ok {
 		s.gater.set(s.gater.denied, e.PeerID, false)
@@ -226,6 +243,38 @@ func (s *Service) UnblockRealm(ctx context.Context, realm protocol.Realm) error 
 		s.kick(id)
 	}
 	return nil
+}
+
+// evidenceOf is the CIDs of the equivocation evidence held for realm.
+func (s *Service) evidenceOf(realm protocol.Realm) (map[string]bool, error) {
+	all, err := s.st.Equivocations()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, e := range all {
+		if e.Realm == realm {
+			out[e.CID.String()] = true
+		}
+	}
+	return out, nil
+}
+
+// equivocated quarantines realm for the equivocation err reports, unless
+// every piece of evidence held for it is what the operator already lifted
+// a quarantine over (UnblockRealm): a peer passing that on again is no news.
+func (s *Service) equivocated(realm protocol.Realm, reason string) {
+	s.mu.Lock()
+	acked := s.acked[realm]
+	s.mu.Unlock()
+	if len(acked) > 0 {
+		held, err := s.evidenceOf(realm)
+		if err == nil && len(held) > 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(held)), func(c string) bool { return !acked[c] }) {
+			s.log.Debug("federation: equivocation evidence already seen by the operator", "realm", realm)
+			return
+		}
+	}
+	s.quarantine(realm, reason)
 }
 
 // quarantine stops taking realm's events and tells the operator.

@@ -383,7 +383,7 @@ func (s *Service) weighEvidence(ctx context.Context, raws [][]byte) {
 			continue // not held yet, or the very event held
 		}
 		if _, err := s.st.Ingest(ctx, raw, verifyWith(key)); errors.Is(err, store.ErrEquivocation) {
-			s.quarantine(realm, fmt.Sprintf("equivocation at seq %d (evidence from a peer)", ev.Seq))
+			s.equivocated(realm, fmt.Sprintf("equivocation at seq %d (evidence from a peer)", ev.Seq))
 		}
 	}
 }
@@ -401,7 +401,7 @@ func (s *Service) compare(ctx context.Context, p peer.ID, realm protocol.Realm, 
 	}
 	_, err = s.st.Ingest(ctx, raws[0], verifyWith(key))
 	if errors.Is(err, store.ErrEquivocation) {
-		s.quarantine(realm, fmt.Sprintf("equivocation at seq %d, shown by %s", h.Seq, p))
+		s.equivocated(realm, fmt.Sprintf("equivocation at seq %d, shown by %s", h.Seq, p))
 		return nil
 	}
 	return nil
@@ -575,7 +575,7 @@ func isRuleError(err error) bool {
 func (s *Service) ingestFailed(realm protocol.Realm, err error) error {
 	switch {
 	case errors.Is(err, store.ErrEquivocation):
-		s.quarantine(realm, err.Error())
+		s.equivocated(realm, err.Error())
 		return nil
 	case errors.Is(err, store.ErrDependency):
 		// An event of the run refers to another realm's record not held

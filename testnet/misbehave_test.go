@@ -220,4 +220,40 @@ func TestMisbehavingPeers(t *testing.T) {
 	openThreads(t, r1, 3)
 	honestConverged(t, net, 3, 20*time.Second)
 	checkChains(t, net)
+
+	// Their operators lift r5's quarantine: r5's chain goes on at each,
+	// and the evidence, still held and still passed on by peers, does not
+	// quarantine r5 again.
+	for _, r := range net.Realms[:3] {
+		if st := call(t, r, "DELETE", "/api/v1/federation/blocks/r5", nil, nil); st != 200 {
+			t.Fatalf("%s: lift r5's quarantine: %d", r.Name, st)
+		}
+	}
+	openThreads(t, r5, 2)
+	want, _ := r5.Node.Store().Heads()
+	deadline = time.Now().Add(20 * time.Second)
+	for _, r := range net.Realms[:3] {
+		for {
+			h, _ := r.Node.Store().Heads()
+			if h["r5"].Seq == want["r5"].Seq {
+				break
+			}
+			if time.Now().After(deadline) {
+				rs, _ := r.Node.Federation().Realms()
+				t.Fatalf("%s holds r5 at %d of %d after the quarantine was lifted: %+v", r.Name, h["r5"].Seq, want["r5"].Seq, rs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, r := range net.Realms[:3] {
+		rs, _ := r.Node.Federation().Realms()
+		for _, st := range rs {
+			if st.Realm == "r5" && st.Quarantined != "" {
+				t.Fatalf("%s quarantined r5 again: %s", r.Name, st.Quarantined)
+			}
+		}
+		if evs, _ := r.Node.Store().Equivocations(); len(evs) != 2 {
+			t.Errorf("%s keeps %d pieces of evidence after the lift, want 2", r.Name, len(evs))
+		}
+	}
 }
