@@ -81,13 +81,13 @@ type Service struct {
 	// acked is, by realm, the CIDs of the equivocation evidence held when
 	// the operator lifted its quarantine: that evidence, passed on again by
 	// peers, does not quarantine the realm again; new evidence does.
-	acked map[protocol.Realm]map[string]bool
-	pending     map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
-	waiting     map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
-	lanes       map[protocol.Realm]*lane
-	pulling     map[protocol.Realm]bool
-	gapTimers   map[protocol.Realm]bool // a gap check is scheduled
-	retrying    atomic.Bool             // retryWaiting is running
+	acked     map[protocol.Realm]map[string]bool
+	pending   map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
+	waiting   map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
+	lanes     map[protocol.Realm]*lane
+	pulling   map[protocol.Realm]bool
+	gapTimers map[protocol.Realm]bool // a gap check is scheduled
+	retrying  atomic.Bool             // retryWaiting is running
 
 	outbox chan []*store.StoredEvent
 }
