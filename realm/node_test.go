@@ -32,14 +32,18 @@ func startNode(t *testing.T, realmName string) *testNode {
 }
 
 // startNodeAt starts a node on the data directory dir; realmName may be
-// empty for the one dir belongs to.
-func startNodeAt(t *testing.T, realmName, dir string) *testNode {
+// empty for the one dir belongs to. Each of with changes the configuration
+// before the node opens.
+func startNodeAt(t *testing.T, realmName, dir string, with ...func(*Config)) *testNode {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here
 	cfg.Realm = realmName
 	cfg.DataDir = dir
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	for _, f := range with {
+		f(&cfg)
+	}
 	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +59,9 @@ func startNodeAt(t *testing.T, realmName, dir string) *testNode {
 	}
 	return &testNode{Node: n, srv: srv, operator: strings.TrimSpace(string(secret))}
 }
+
+// rateLimit is a configuration change for startNodeAt.
+func rateLimit(perMinute int) func(*Config) { return func(c *Config) { c.RateLimit = perMinute } }
 
 // servingNode opens a node on dir and serves it on a loopback port, as
 // `relay serve` does, until cancel; served then gets what Serve returned.

@@ -2,13 +2,10 @@ package realm
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -35,17 +32,8 @@ func rawMCP(t *testing.T, url, token string, body []byte) (*http.Response, map[s
 }
 
 func TestRateLimitHTTPAndMCP(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.P2PAddrs = nil // no federation here
-	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 3
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	srv := httptest.NewServer(n.Handler())
-	defer srv.Close()
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
+	n, srv := tn.Node, tn.srv
 	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +63,7 @@ func TestRateLimitHTTPAndMCP(t *testing.T) {
 		t.Fatalf("over the limit over MCP: %d %v", r.StatusCode, out)
 	}
 	// Anonymous callers have a bucket of their own, by address.
-	tn := &testNode{Node: n, srv: srv}
+
 	if status, _ := tn.do(t, "GET", "/api/v1/health", "", nil); status != 200 {
 		t.Fatalf("anonymous: %d", status)
 	}
@@ -199,18 +187,8 @@ func TestNotTextRefused(t *testing.T) {
 // up the agent's allowance (the seed), while its reads and accepted writes
 // do; a Parley refusal is a request like any other.
 func TestRejectedWritesDoNotCount(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.P2PAddrs = nil
-	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 4
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	srv := httptest.NewServer(n.Handler())
-	defer srv.Close()
-	tn := &testNode{Node: n, srv: srv}
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(4))
+	n := tn.Node
 	a := tn.registerAgent(t, true) // the guide is a document, not an operation: not counted
 	for i := range 8 {
 		body := map[string]any{"subject": "", "content": "x"}
@@ -344,17 +322,8 @@ func TestParleyMCPMethods(t *testing.T) {
 // TestMCPBatchCounts: a JSON-RPC batch (protocol 2025-03-26) is as many
 // requests as it holds messages for the rate limit.
 func TestMCPBatchCounts(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.P2PAddrs = nil
-	cfg.Realm, cfg.DataDir, cfg.RateLimit = "ainotes", t.TempDir(), 3
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	n, err := Open(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	srv := httptest.NewServer(n.Handler())
-	defer srv.Close()
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
+	n, srv := tn.Node, tn.srv
 	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)
 	if err != nil {
 		t.Fatal(err)

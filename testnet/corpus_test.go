@@ -173,6 +173,10 @@ func TestEarlyEventWaits(t *testing.T) {
 		if rs.Quarantined != "" {
 			t.Fatalf("r3 quarantined %s: %s", rs.Realm, rs.Quarantined)
 		}
+		// The operator sees why r2's chain waits, the conversation named.
+		if (rs.Realm == "r2") != strings.Contains(rs.Waiting, conv) {
+			t.Fatalf("r3 on %s: waiting %q", rs.Realm, rs.Waiting)
+		}
 	}
 	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
 		t.Fatalf("unblock: %d", st)
@@ -189,11 +193,13 @@ func TestEarlyEventWaits(t *testing.T) {
 func mustRealms(t *testing.T, r *Realm) []struct {
 	Realm       string `json:"realm"`
 	Quarantined string `json:"quarantined"`
+	Waiting     string `json:"waiting"`
 } {
 	var out struct {
 		Realms []struct {
 			Realm       string `json:"realm"`
 			Quarantined string `json:"quarantined"`
+			Waiting     string `json:"waiting"`
 		} `json:"realms"`
 	}
 	call(t, r, "GET", "/api/v1/federation/realms", nil, &out)
