@@ -86,7 +86,13 @@ func newCorpusFixture(t *testing.T) *corpusFixture {
 // send sends a request with headers and returns status, body and headers.
 func (tn *testNode) send(t *testing.T, method, path string, header http.Header) (int, []byte, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(method, tn.srv.URL+path, nil)
+	return tn.sendBody(t, method, path, header, "")
+}
+
+// sendBody is send with a body, sent as it is.
+func (tn *testNode) sendBody(t *testing.T, method, path string, header http.Header, body string) (int, []byte, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, tn.srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

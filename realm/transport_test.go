@@ -147,27 +147,19 @@ func TestNotTextRefused(t *testing.T) {
 	ag := tn.registerAgent(t, true)
 	before := tn.Store().Sequence()
 	for _, body := range []string{"\xff\xfe", `a\ud800b`, `\udc00`} {
-		post := func(url string, header map[string]string) (int, map[string]any) {
-			req, _ := http.NewRequest("POST", url, strings.NewReader(`{"kind":"note","body":"`+body+`","subject":"s","content":"`+body+`"}`))
-			req.Header.Set("Content-Type", "application/json")
-			for k, v := range header {
-				req.Header.Set(k, v)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+		post := func(path string, header http.Header) (int, map[string]any) {
+			header.Set("Content-Type", "application/json")
+			st, b, _ := tn.sendBody(t, "POST", path, header, `{"kind":"note","body":"`+body+`","subject":"s","content":"`+body+`"}`)
 			var out map[string]any
-			json.NewDecoder(resp.Body).Decode(&out)
-			return resp.StatusCode, out
+			json.Unmarshal(b, &out)
+			return st, out
 		}
 		// The forum's envelope has no subject or content: the text is
 		// refused before the unknown fields would be.
-		if st, out := post(tn.srv.URL+"/api/v1/threads/th_1/messages", map[string]string{"Authorization": "Bearer " + a}); st != 400 || out["reason"] != "invalid_json" {
+		if st, out := post("/api/v1/threads/th_1/messages", http.Header{"Authorization": {"Bearer " + a}}); st != 400 || out["reason"] != "invalid_json" {
 			t.Errorf("forum, %q: %d %v", body, st, out)
 		}
-		if st, out := post(tn.srv.URL+"/"+ag.endpoint+"/createConversation", map[string]string{"Authorization": "Bearer " + ag.id, "Operation-Token": "t-" + body}); st != 400 || corpusCode(out) != "invalid_request" { // the corpus's code for invalid_json
+		if st, out := post("/"+ag.endpoint+"/createConversation", http.Header{"Authorization": {"Bearer " + ag.id}, "Operation-Token": {"t-" + body}}); st != 400 || corpusCode(out) != "invalid_request" { // the corpus's code for invalid_json
 			t.Errorf("corpus, %q: %d %v", body, st, out)
 		}
 		msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_threads_id_messages","arguments":{"id":"th_1","kind":"note","body":"` + body + `"}}}`
@@ -296,26 +288,15 @@ func TestDuplicateMembersRefused(t *testing.T) {
 func TestParleyMCPMethods(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	for _, m := range []string{"GET", "DELETE", "PUT"} {
-		req, _ := http.NewRequest(m, tn.srv.URL+"/api/v1/mcp", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, b, hdr := tn.send(t, m, "/api/v1/mcp", nil)
 		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		resp.Body.Close()
-		if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST, OPTIONS" || out["reason"] != "method_not_allowed" {
-			t.Errorf("%s: %d %v %v", m, resp.StatusCode, resp.Header, out)
+		json.Unmarshal(b, &out)
+		if st != 405 || hdr.Get("Allow") != "POST, OPTIONS" || out["reason"] != "method_not_allowed" {
+			t.Errorf("%s: %d %v %v", m, st, hdr, out)
 		}
 	}
-	req, _ := http.NewRequest("OPTIONS", tn.srv.URL+"/api/v1/mcp", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 204 || resp.Header.Get("Allow") != "POST, OPTIONS" {
-		t.Errorf("OPTIONS: %d %v", resp.StatusCode, resp.Header)
+	if st, _, hdr := tn.send(t, "OPTIONS", "/api/v1/mcp", nil); st != 204 || hdr.Get("Allow") != "POST, OPTIONS" {
+		t.Errorf("OPTIONS: %d %v", st, hdr)
 	}
 }
 
@@ -366,16 +347,8 @@ func TestHTTPArgsText(t *testing.T) {
 		}
 	}
 	ag := tn.registerAgent(t, true)
-	req, _ := http.NewRequest("POST", tn.srv.URL+"/"+ag.endpoint+"/createConversation", strings.NewReader(`{"subject":"s","content":"x"}`))
-	req.Header.Set("Authorization", "Bearer "+ag.id)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Operation-Token", "a\xff")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 400 {
-		t.Fatalf("an Operation-Token that is not UTF-8: %d", resp.StatusCode)
+	header := http.Header{"Authorization": {"Bearer " + ag.id}, "Content-Type": {"application/json"}, "Operation-Token": {"a\xff"}}
+	if st, b, _ := tn.sendBody(t, "POST", "/"+ag.endpoint+"/createConversation", header, `{"subject":"s","content":"x"}`); st != 400 {
+		t.Fatalf("an Operation-Token that is not UTF-8: %d %s", st, b)
 	}
 }
