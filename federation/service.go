@@ -81,7 +81,9 @@ type Service struct {
 	// acked is, by realm, the CIDs of the equivocation evidence held when
 	// the operator lifted its quarantine: that evidence, passed on again by
 	// peers, does not quarantine the realm again; new evidence does.
-	acked     map[protocol.Realm]map[string]bool
+	acked map[protocol.Realm]map[string]bool
+	// ownAlarms is what showed this realm's key signing elsewhere.
+	ownAlarms []OwnChainAlarm
 	pending   map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
 	waiting   map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
 	lanes     map[protocol.Realm]*lane

@@ -319,3 +319,85 @@ func (s *Service) noteWaiting(realm protocol.Realm, err error) {
 		s.waiting[realm] = waitNote{head: head, why: err.Error(), since: time.Now()}
 	}
 }
+
+// OwnChainAlarm is evidence that this realm's key signed events this node
+// did not: another node runs with the key, or this node's log was restored
+// from an older copy. Either way, its next events fork the chain that
+// peers hold, and they will quarantine the realm.
+type OwnChainAlarm struct {
+	Kind   string    `json:"kind" jsonschema:"fork: another event signed with this realm's key at a seq this node holds; ahead: a peer holds this realm's chain beyond this node's log"`
+	Seq    uint64    `json:"seq"`
+	CID    string    `json:"cid" jsonschema:"the event signed elsewhere"`
+	Peer   string    `json:"peer,omitempty" jsonschema:"the peer that showed it"`
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail"`
+}
+
+// maxOwnAlarms bounds the alarms kept.
+const maxOwnAlarms = 16
+
+// OwnChainAlarms lists what showed this realm's key signing elsewhere.
+func (s *Service) OwnChainAlarms() []OwnChainAlarm {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.ownAlarms)
+}
+
+// alarm records an own-chain alarm once per kind and seq, and logs it.
+func (s *Service) alarm(a OwnChainAlarm) {
+	s.mu.Lock()
+	if slices.ContainsFunc(s.ownAlarms, func(o OwnChainAlarm) bool { return o.Kind == a.Kind && o.Seq == a.Seq }) || len(s.ownAlarms) == maxOwnAlarms {
+		s.mu.Unlock()
+		return
+	}
+	s.ownAlarms = append(s.ownAlarms, a)
+	s.mu.Unlock()
+	s.log.Error("federation: this realm's key signed events this node did not", "kind", a.Kind, "seq", a.Seq, "cid", a.CID, "peer", a.Peer, "detail", a.Detail)
+}
+
+// ownEvidence weighs equivocation evidence about this realm: an event
+// signed with its key that differs from the one held at its seq.
+func (s *Service) ownEvidence(ev *protocol.Event, raw []byte, key []byte) {
+	c := protocol.CIDOf(raw)
+	held, err := s.st.EventAt(s.cfg.Realm, ev.Seq)
+	if err != nil || held.CID.Equals(c) || ev.Verify(key) != nil {
+		return
+	}
+	s.alarm(OwnChainAlarm{Kind: "fork", Seq: ev.Seq, CID: c.String(), At: time.Now().UTC(),
+		Detail: fmt.Sprintf("peers hold evidence of another event signed with this realm's key at seq %d: the key is used by another node, and peers have quarantined this realm", ev.Seq)})
+}
+
+// checkOwnChain compares a peer's head of this realm with this node's log:
+// a different event at a seq held, or a chain beyond this node's head,
+// signed with this realm's key, is an alarm. What the peer only claims is
+// not: the event is fetched and its signature checked.
+func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine protocol.Head) {
+	if theirs.Seq == 0 {
+		return
+	}
+	seq, kind := theirs.Seq, "fork"
+	if theirs.Seq > mine.Seq {
+		seq, kind = mine.Seq+1, "ahead"
+	} else if held, err := s.st.EventAt(s.cfg.Realm, seq); err != nil || held.CID.Equals(theirs.CID) {
+		return
+	}
+	key, ok := s.dir.Key(s.cfg.Realm)
+	if !ok {
+		return
+	}
+	raws, err := s.fetchRange(ctx, p, s.cfg.Realm, seq, 1)
+	if err != nil || len(raws) == 0 {
+		return
+	}
+	ev, c, err := protocol.DecodeEvent(raws[0])
+	if err != nil || ev.Seq != seq || ev.Verify(key) != nil {
+		return
+	}
+	detail := fmt.Sprintf("peer %s holds another event signed with this realm's key at seq %d: the key is used by another node", p, seq)
+	if kind == "ahead" {
+		detail = fmt.Sprintf("peer %s holds this realm's chain up to seq %d, beyond this node's log (seq %d): this node runs on an older copy of its store, or the key is used by another node; its next events fork the chain", p, theirs.Seq, mine.Seq)
+	} else if held, err := s.st.EventAt(s.cfg.Realm, seq); err != nil || held.CID.Equals(c) {
+		return
+	}
+	s.alarm(OwnChainAlarm{Kind: kind, Seq: seq, CID: c.String(), Peer: p.String(), At: time.Now().UTC(), Detail: detail})
+}

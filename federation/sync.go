@@ -324,6 +324,9 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 	if err != nil {
 		return err
 	}
+	if h, ok := theirs[s.cfg.Realm]; ok {
+		s.checkOwnChain(ctx, p.id, h, mine[s.cfg.Realm])
+	}
 	for realm, h := range theirs {
 		if realm == s.cfg.Realm || s.refusing(realm) {
 			continue
@@ -375,6 +378,9 @@ func (s *Service) weighEvidence(ctx context.Context, raws [][]byte) {
 		}
 		realm := protocol.Realm(ev.Realm)
 		key, ok := s.dir.Key(realm)
+		if ok && realm == s.cfg.Realm {
+			s.ownEvidence(ev, raw, key)
+		}
 		if !ok || realm == s.cfg.Realm || s.refusing(realm) {
 			continue
 		}

@@ -46,6 +46,9 @@ type FederationOut struct {
 	Equivocations  []EquivocationOut     `json:"equivocations" jsonschema:"two events for one (realm, seq): evidence kept"`
 	Blocked        []federation.Block    `json:"blocked"`
 	PeersConnected int                   `json:"peers_connected"`
+	// OwnChain is what showed this realm's key signing events this node
+	// did not: the operator must act before the realm forks.
+	OwnChain []federation.OwnChainAlarm `json:"own_chain" jsonschema:"evidence that this realm's key signs elsewhere, or that this node's log is behind what it published"`
 }
 
 // EquivocationOut is one piece of equivocation evidence.
@@ -61,7 +64,10 @@ func (n *Node) federationStatus(ctx context.Context, c *api.Call, _ api.NoInput)
 		return FederationOut{}, err
 	}
 	out := FederationOut{Realm: string(n.realm), PeerID: n.PeerID(), Addrs: f.Addrs(), Counters: f.Counters(),
-		Conflicts: f.Directory().Conflicts(), Blocked: f.Blocked(), Equivocations: []EquivocationOut{}}
+		Conflicts: f.Directory().Conflicts(), Blocked: f.Blocked(), Equivocations: []EquivocationOut{}, OwnChain: f.OwnChainAlarms()}
+	if out.OwnChain == nil {
+		out.OwnChain = []federation.OwnChainAlarm{}
+	}
 	evs, err := n.store.Equivocations()
 	if err != nil {
 		return FederationOut{}, err

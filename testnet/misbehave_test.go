@@ -215,6 +215,29 @@ func TestMisbehavingPeers(t *testing.T) {
 		}
 	}
 
+	// r5's own node learns that its key signed an event it did not (the
+	// evidence comes with the peers' heads), and tells its operator.
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		alarms := r5.Node.Federation().OwnChainAlarms()
+		if len(alarms) > 0 {
+			if a := alarms[0]; a.Kind != "fork" || a.Seq != twin.Seq || a.CID == prior.CID.String() {
+				t.Fatalf("r5's alarm: %+v", a)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("r5 was not told that its key signed elsewhere")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var fed struct {
+		OwnChain []map[string]any `json:"own_chain"`
+	}
+	if st := call(t, r5, "GET", "/api/v1/federation", nil, &fed); st != 200 || len(fed.OwnChain) == 0 {
+		t.Fatalf("r5's federation status: %d %+v", st, fed)
+	}
+
 	// The honest realms keep working.
 	openThreads(t, net.Realms[1], 3)
 	openThreads(t, r1, 3)

@@ -308,6 +308,9 @@ func writeStatus(w io.Writer, out realm.FederationOut) error {
 	for _, e := range out.Equivocations {
 		fmt.Fprintf(tw, "EQUIVOCATION\trealm %s, seq %d: two events for one seq, evidence kept: %s\n", e.Realm, e.Seq, e.CID)
 	}
+	for _, a := range out.OwnChain {
+		fmt.Fprintf(tw, "THIS REALM'S KEY SIGNS ELSEWHERE\t%s at seq %d: %s\n", a.Kind, a.Seq, a.Detail)
+	}
 	return tw.Flush()
 }
 

@@ -35,12 +35,13 @@ type fedData struct {
 	Waiting     []map[string]any // realms whose next event refers to a record not held here
 	Conflicts   []map[string]any
 	Equivocs    []map[string]any
+	OwnChain    []map[string]any // this realm's key signing elsewhere
 }
 
 // Attention is how many things need the operator: key conflicts,
 // equivocations, quarantined realms and realms held back.
 func (d *fedData) Attention() int {
-	return len(d.Conflicts) + len(d.Equivocs) + len(d.Quarantined) + len(d.Waiting)
+	return len(d.OwnChain) + len(d.Conflicts) + len(d.Equivocs) + len(d.Quarantined) + len(d.Waiting)
 }
 
 func (c *Console) federationPage(w http.ResponseWriter, r *http.Request, s *visit) {
@@ -72,6 +73,7 @@ func (c *Console) gatherFederation(r *http.Request, s *visit) *fedData {
 	d.Connected = num(st["peers_connected"])
 	d.Conflicts = maps(st["key_conflicts"])
 	d.Equivocs = maps(st["equivocations"])
+	d.OwnChain = maps(st["own_chain"])
 	blocks := map[string]map[string]any{}
 	for _, b := range maps(st["blocked"]) {
 		blocks[fmt.Sprint(b["realm"])] = b
