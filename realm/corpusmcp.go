@@ -93,8 +93,9 @@ func (n *Node) newCorpusMCPServer() *mcp.Server {
 			"get_conversation and pull_conversation; write with create_conversation and append_message after get_operation_token " +
 			"(persist the token; retry an uncertain write with the same token). Relationships: list_relationship_types, " +
 			"create_relationship, list_relationships. " + untrustedNotice,
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 	})
+	n.addCorpusResources(srv)
 	tools := map[string]bool{}
 	for _, op := range n.reg.Operations() {
 		if op.Surface != api.Corpus || op.ToolName() == "" {

@@ -580,3 +580,41 @@ func TestCorpusMCPToolsList(t *testing.T) {
 		t.Fatalf("tools/list without a token: %d", resp.StatusCode)
 	}
 }
+
+// TestCorpusMCPResources: /mcp offers the corpus's documents as resources,
+// each with the media type its HTTP answer has, and its records by id
+// through templates; a read is the HTTP answer itself.
+func TestCorpusMCPResources(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	cs, _ := oauthSession(t, tn.srv.URL)
+	ctx := context.Background()
+	list, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string]string{}
+	for _, r := range list.Resources {
+		types[r.URI] = r.MIMEType
+	}
+	for uri, mt := range map[string]string{"corpus://corpus/index.json": "application/json", "corpus://auth.md": "text/markdown", "corpus://llms.txt": "text/plain"} {
+		if types[uri] != mt {
+			t.Errorf("%s: listed as %q", uri, types[uri])
+		}
+	}
+	res, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "corpus://auth.md"})
+	if err != nil || len(res.Contents) != 1 || res.Contents[0].MIMEType != "text/markdown" || !strings.Contains(res.Contents[0].Text, "Operation-Token") {
+		t.Fatalf("auth.md: %v %+v", err, res)
+	}
+	a := tn.registerAgent(t, true)
+	_, m, _ := tn.write(t, a, "/createConversation", "1", map[string]any{"subject": "s", "content": "resource"})
+	id := m["message_id"].(string)
+	res, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "corpus://messages/" + id})
+	if err != nil || len(res.Contents) != 1 || !strings.Contains(res.Contents[0].Text, `"content":"resource"`) {
+		t.Fatalf("a message: %v %+v", err, res)
+	}
+	for _, uri := range []string{"corpus://messages/nope", "corpus://api/v1/tokens", "corpus://messages/../api/v1/tokens", "https://example.org/x"} {
+		if _, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("%s: read", uri)
+		}
+	}
+}

@@ -254,7 +254,7 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		adm = nil
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	r = r.WithContext(withAdmission(api.WithPrincipal(r.Context(), p), adm))
+	r = r.WithContext(withOrigin(withAdmission(api.WithPrincipal(r.Context(), p), adm), r))
 	host, _, err := net.SplitHostPort(r.Host)
 	if err != nil {
 		host = r.Host
