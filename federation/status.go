@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
@@ -258,6 +259,16 @@ func (s *Service) evidenceOf(realm protocol.Realm) (map[string]bool, error) {
 		}
 	}
 	return out, nil
+}
+
+// acknowledged reports whether c is evidence of an equivocation of realm
+// the operator already lifted a quarantine over: it is kept, and is not
+// taken in again.
+func (s *Service) acknowledged(realm protocol.Realm, c cid.Cid) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	acked := s.acked[realm]
+	return len(acked) > 0 && acked[c.String()]
 }
 
 // equivocated quarantines realm for the equivocation err reports, unless

@@ -385,8 +385,8 @@ func (s *Service) weighEvidence(ctx context.Context, raws [][]byte) {
 			continue
 		}
 		held, err := s.st.EventAt(realm, ev.Seq)
-		if err != nil || held.CID.Equals(protocol.CIDOf(raw)) {
-			continue // not held yet, or the very event held
+		if err != nil || held.CID.Equals(protocol.CIDOf(raw)) || s.acknowledged(realm, protocol.CIDOf(raw)) {
+			continue // not held yet, the very event held, or evidence the operator already saw
 		}
 		if _, err := s.st.Ingest(ctx, raw, verifyWith(key)); errors.Is(err, store.ErrEquivocation) {
 			s.equivocated(realm, fmt.Sprintf("equivocation at seq %d (evidence from a peer)", ev.Seq))
@@ -398,7 +398,7 @@ func (s *Service) weighEvidence(ctx context.Context, raws [][]byte) {
 // another event there is equivocation, whose evidence Ingest keeps.
 func (s *Service) compare(ctx context.Context, p peer.ID, realm protocol.Realm, key []byte, h protocol.Head) error {
 	held, err := s.st.EventAt(realm, h.Seq)
-	if err != nil || held.CID.Equals(h.CID) {
+	if err != nil || held.CID.Equals(h.CID) || s.acknowledged(realm, h.CID) {
 		return nil
 	}
 	raws, err := s.fetchRange(ctx, p, realm, h.Seq, 1)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unicode/utf8"
 )
 
 // ErrDuplicateMember is the refusal of an object that names a member twice,
@@ -17,9 +18,7 @@ var ErrDuplicateMember = errors.New("jcs: an object names a member twice")
 // UseNumber, but refuses an object that names a member twice
 // (ErrDuplicateMember).
 func DecodeIJSON(raw []byte) (any, error) {
-	if k, _, dup := DuplicateMember(raw); dup {
-		return nil, fmt.Errorf("%w: %q", ErrDuplicateMember, k)
-	}
+	// The decode first: it bounds the nesting the scan then reads.
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
@@ -29,6 +28,9 @@ func DecodeIJSON(raw []byte) (any, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("jcs: trailing data")
 	}
+	if k, _, dup := DuplicateMember(raw); dup {
+		return nil, fmt.Errorf("%w: %q", ErrDuplicateMember, k)
+	}
 	return v, nil
 }
 
@@ -36,11 +38,15 @@ func DecodeIJSON(raw []byte) (any, error) {
 // for, before a map.
 const smallObject = 16
 
+// maxMemberDepth bounds the nesting DuplicateMember reads, as
+// encoding/json bounds what it decodes: deeper text is no JSON to it.
+const maxMemberDepth = 10000
+
 // DuplicateMember reports the first member name an object of the JSON text b
 // holds twice, and the depth of that object (0 for the outermost); names are
 // compared as they decode, escapes and all. It reads b once and skips
-// values; on text that is not JSON its answer means nothing, and a decode
-// refuses the text anyway.
+// values; on text that is not JSON, or nested deeper than encoding/json
+// decodes, its answer means nothing (a decode refuses such text anyway).
 func DuplicateMember(b []byte) (name string, depth int, found bool) {
 	type level struct {
 		object, expectName bool
@@ -50,10 +56,11 @@ func DuplicateMember(b []byte) (name string, depth int, found bool) {
 	var stack []level
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
-		case '{':
-			stack = append(stack, level{object: true, expectName: true})
-		case '[':
-			stack = append(stack, level{})
+		case '{', '[':
+			if len(stack) == maxMemberDepth {
+				return "", 0, false
+			}
+			stack = append(stack, level{object: b[i] == '{', expectName: b[i] == '{'})
 		case '}', ']':
 			if len(stack) > 0 {
 				stack = stack[:len(stack)-1]
@@ -77,7 +84,7 @@ func DuplicateMember(b []byte) (name string, depth int, found bool) {
 			if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectName {
 				l := &stack[n-1]
 				k := b[i+1 : j]
-				if escaped {
+				if escaped || !utf8.Valid(k) { // decoded, a byte that is not UTF-8 is U+FFFD
 					var s string
 					if json.Unmarshal(b[i:j+1], &s) != nil {
 						return "", 0, false

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -87,6 +88,10 @@ var duplicateMemberTests = []struct {
 	{`{"a":1,"b":{"c":[1,{"d":2}]},"a":3}`, "a", 0, true},
 	{`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,"k3":3}`, "k3", 0, true},
 	{`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17}`, "", 0, false},
+	{"{\"a\xff\":1,\"a\xfe\":2}", "a\ufffd", 0, true},
+	{"{\"a\xff\":1,\"a\\ufffd\":2}", "a\ufffd", 0, true},
+	{"{\"a\ufffd\":1,\"a\xff\":2}", "a\ufffd", 0, true},
+	{strings.Repeat("[", 10001) + `{"a":1,"a":2}` + strings.Repeat("]", 10001), "", 0, false}, // deeper than a decode reads
 }
 
 func TestDuplicateMember(t *testing.T) {

@@ -239,6 +239,13 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		writeRefusalAs(w, protocol.Refusef(unreadable, "The body could not be read."), e.surface)
 		return
 	}
+	// Text that is not one JSON value is refused here: the SDK's decoder
+	// would read the first value and ignore what follows, so a batch
+	// counted below would not be the batch it runs.
+	if !json.Valid(body) {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcParseError, "Parse error: the body is not one JSON value.")
+		return
+	}
 	// A batch (protocol versions before 2025-06-18) is as many requests
 	// as it holds messages; a refusal in it gives nothing back.
 	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
@@ -296,7 +303,11 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	id := msg["id"]
 	_, hasResult := msg["result"]
 	_, hasError := msg["error"]
-	if name, depth, dup := protocol.DuplicateMember(body); dup && depth <= 1 {
+	params := 1 // the depth of a message's params: one below the message
+	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+		params++ // a batch's messages are one below the batch
+	}
+	if name, depth, dup := protocol.DuplicateMember(body); dup && depth <= params {
 		// In the message or its params: the SDK would take the last one.
 		// Deeper, in a tool's arguments, the registry refuses it.
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: the message names %q twice.", name))

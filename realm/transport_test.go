@@ -278,6 +278,15 @@ func TestDuplicateMembersRefused(t *testing.T) {
 			t.Errorf("mcp %s: %v", body, res)
 		}
 	}
+	// In a message's params, batched or not, the MCP front refuses it:
+	// the SDK would take the last.
+	params := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_threads","name":"post_threads_id_messages","arguments":{"id":"th_1","kind":"note","body":"dup"}}}`
+	for _, msg := range []string{params, "[" + params + "]"} {
+		resp, out := rawMCP(t, tn.srv.URL, a, []byte(msg))
+		if resp.StatusCode != 400 || field(out, "error", "code") != float64(-32600) {
+			t.Errorf("mcp %s: %d %v", msg, resp.StatusCode, out)
+		}
+	}
 	if after := tn.Store().Sequence(); after != before {
 		t.Fatalf("stored %d events", after-before)
 	}
@@ -301,9 +310,10 @@ func TestParleyMCPMethods(t *testing.T) {
 }
 
 // TestMCPBatchCounts: a JSON-RPC batch (protocol 2025-03-26) is as many
-// requests as it holds messages for the rate limit.
+// requests as it holds messages for the rate limit, and text after it is
+// refused rather than left to the SDK, which would ignore it.
 func TestMCPBatchCounts(t *testing.T) {
-	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(6))
 	n, srv := tn.Node, tn.srv
 	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)
 	if err != nil {
@@ -323,8 +333,16 @@ func TestMCPBatchCounts(t *testing.T) {
 		return resp.StatusCode
 	}
 	ping := `{"jsonrpc":"2.0","id":%d,"method":"ping"}`
-	if st := post("[" + fmt.Sprintf(ping, 1) + "," + fmt.Sprintf(ping, 2) + "," + fmt.Sprintf(ping, 3) + "]"); st != 200 {
-		t.Fatalf("a batch of 3 within a limit of 3: %d", st)
+	batch := "[" + fmt.Sprintf(ping, 1) + "," + fmt.Sprintf(ping, 2) + "," + fmt.Sprintf(ping, 3) + "]"
+	// Trailing text would make the SDK run a batch not counted: refused
+	// (each a request of the 6 a minute).
+	for _, bad := range []string{batch + " x", batch + "]", batch + fmt.Sprintf(ping, 9)} {
+		if st := post(bad); st != 400 {
+			t.Fatalf("%s: %d", bad, st)
+		}
+	}
+	if st := post(batch); st != 200 {
+		t.Fatalf("a batch of 3, the rest of the limit: %d", st)
 	}
 	if st := post(fmt.Sprintf(ping, 4)); st != 429 {
 		t.Fatalf("a fourth request: %d", st)

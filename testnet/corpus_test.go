@@ -163,20 +163,27 @@ func TestEarlyEventWaits(t *testing.T) {
 	if st, m := a2.write(t, "/appendToConversation/"+conv, map[string]any{"content": "Second."}); st/100 != 2 {
 		t.Fatalf("append at r2: %d %v", st, m)
 	}
-	time.Sleep(2 * time.Second) // r3 sees r2's append and cannot store it yet
-	heads, _ := r3.Node.Store().Heads()
+	// r3 sees r2's append and cannot store it yet: its operator sees why
+	// r2's chain waits, the conversation named.
 	want, _ := r2.Node.Store().Heads()
-	if heads["r2"].Seq >= want["r2"].Seq {
-		t.Fatal("r3 stored r2's append without r1's conversation")
+	deadline = time.Now().Add(15 * time.Second)
+	for waiting := false; !waiting; {
+		for _, rs := range mustRealms(t, r3) {
+			if rs.Quarantined != "" {
+				t.Fatalf("r3 quarantined %s: %s", rs.Realm, rs.Quarantined)
+			}
+			if rs.Realm != "r2" && rs.Waiting != "" {
+				t.Fatalf("r3 on %s: waiting %q", rs.Realm, rs.Waiting)
+			}
+			waiting = waiting || rs.Realm == "r2" && strings.Contains(rs.Waiting, conv)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("r3 never said that r2's chain waits for r1's conversation")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	for _, rs := range mustRealms(t, r3) {
-		if rs.Quarantined != "" {
-			t.Fatalf("r3 quarantined %s: %s", rs.Realm, rs.Quarantined)
-		}
-		// The operator sees why r2's chain waits, the conversation named.
-		if (rs.Realm == "r2") != strings.Contains(rs.Waiting, conv) {
-			t.Fatalf("r3 on %s: waiting %q", rs.Realm, rs.Waiting)
-		}
+	if heads, _ := r3.Node.Store().Heads(); heads["r2"].Seq >= want["r2"].Seq {
+		t.Fatal("r3 stored r2's append without r1's conversation")
 	}
 	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
 		t.Fatalf("unblock: %d", st)
