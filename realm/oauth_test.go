@@ -555,29 +555,17 @@ func FuzzOAuthInputs(f *testing.F) {
 func TestCorpusMCPFront(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	base := tn.srv.URL
-	req, _ := http.NewRequest("OPTIONS", base+"/mcp", nil)
-	req.Header.Set("Origin", "https://app.example")
-	req.Header.Set("Access-Control-Request-Method", "POST")
-	req.Header.Set("Access-Control-Request-Headers", "authorization, content-type, mcp-protocol-version")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	h := resp.Header
-	if resp.StatusCode != 204 || h.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
+	st, _, h := tn.send(t, "OPTIONS", "/mcp", http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"POST"},
+		"Access-Control-Request-Headers": {"authorization, content-type, mcp-protocol-version"}})
+	if st != 204 || h.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(h.Get("Access-Control-Allow-Methods"), "POST") ||
 		!strings.Contains(strings.ToLower(h.Get("Access-Control-Allow-Headers")), "mcp-protocol-version") || h.Get("Allow") != "POST, OPTIONS" {
-		t.Fatalf("preflight: %d %v", resp.StatusCode, h)
+		t.Fatalf("preflight: %d %v", st, h)
 	}
-	resp, err = http.Get(base + "/mcp")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, b, h := tn.send(t, "GET", "/mcp", nil)
 	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
-	if resp.StatusCode != 405 || resp.Header.Get("Allow") != "POST, OPTIONS" || corpusCode(out) != "method_not_allowed" {
-		t.Fatalf("GET /mcp: %d %v %v", resp.StatusCode, resp.Header, out)
+	json.Unmarshal(b, &out)
+	if st != 405 || h.Get("Allow") != "POST, OPTIONS" || corpusCode(out) != "method_not_allowed" {
+		t.Fatalf("GET /mcp: %d %v %v", st, h, out)
 	}
 	meta := `resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp"`
 	for _, tc := range []struct{ token, challenge string }{
