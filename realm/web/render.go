@@ -177,6 +177,12 @@ var funcs = template.FuncMap{
 }
 
 func parseTime(v any) (time.Time, bool) {
+	switch t := v.(type) {
+	case time.Time:
+		return t, !t.IsZero()
+	case *time.Time:
+		return derefTime(t)
+	}
 	s, ok := v.(string)
 	if !ok || s == "" {
 		return time.Time{}, false
@@ -281,4 +287,11 @@ func short(v any) string {
 		return s
 	}
 	return s[:8] + "…" + s[len(s)-6:]
+}
+
+func derefTime(t *time.Time) (time.Time, bool) {
+	if t == nil || t.IsZero() {
+		return time.Time{}, false
+	}
+	return *t, true
 }
