@@ -141,6 +141,14 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := checkNoPartialImport(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if cfg.InMemory {
+		// A store in memory starts a new chain: under a key that already
+		// signed one, peers would see a fork and quarantine the realm, and
+		// the new operator secret would replace the one on disk.
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, "realm.key")); err == nil {
+			return nil, fmt.Errorf("--in-memory needs a data directory of its own: %s already holds a realm's key, whose chain an in-memory store would fork (and whose operator secret it would replace)", cfg.DataDir)
+		}
+	}
 	name, err := pinRealm(cfg.DataDir, cfg.Realm)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -251,6 +252,15 @@ func TestServeNoP2P(t *testing.T) {
 		t.Fatalf("peer status on a node without p2p: %v", err)
 	}
 	srv.stop(t)
+	// The directory now holds that realm's key: a second in-memory chain
+	// under it would fork the first, and its secret replace the first's.
+	secret, _ := os.ReadFile(dir + "/operator.token")
+	if _, err := runCLI(t, "serve", "--no-p2p", "--in-memory", "--data", dir, "--http", "127.0.0.1:0"); err == nil || !strings.Contains(err.Error(), "--in-memory needs a data directory of its own") {
+		t.Fatalf("--in-memory on a directory with a realm's key: %v", err)
+	}
+	if again, _ := os.ReadFile(dir + "/operator.token"); string(again) != string(secret) {
+		t.Fatal("the refused in-memory node replaced the operator secret")
+	}
 }
 
 // TestServePrintsP2PAddrs: a federating node prints its full p2p addresses,

@@ -36,7 +36,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "search-cache", Value: corpus.DefaultMessageCacheBytes >> 20, Usage: "MiB of decoded messages corpus search keeps in memory; 0 keeps none", EnvVars: []string{"RELAY_SEARCH_CACHE"}}),
-		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos)", EnvVars: []string{"RELAY_IN_MEMORY"}}),
+		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos); needs a data directory that holds no realm yet", EnvVars: []string{"RELAY_IN_MEMORY"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "trust-forwarded-proto", Usage: "take X-Forwarded-Proto: https from a reverse proxy as TLS (console cookies become Secure); only behind a proxy that sets it", EnvVars: []string{"RELAY_TRUST_FORWARDED_PROTO"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-ttl", Value: def.Sessions.TTL, Usage: "how long an idle console session lives", EnvVars: []string{"RELAY_SESSION_TTL"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-max-age", Value: def.Sessions.MaxAge, Usage: "how long a console session lives at most", EnvVars: []string{"RELAY_SESSION_MAX_AGE"}}),
