@@ -134,7 +134,10 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s.host, err = libp2p.New(
 		libp2p.Identity(cfg.Identity.PrivKey),
 		libp2p.ListenAddrs(listen...),
-		libp2p.Transport(tcp.NewTCPTransport),
+		// Without SO_REUSEPORT a second node listening on a TCP port taken
+		// is refused, rather than sharing the port and taking half the
+		// connections meant for the first.
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()),
 		libp2p.Transport(quic.NewTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),

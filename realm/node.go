@@ -1,6 +1,7 @@
 package realm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -270,7 +271,16 @@ func pinRealm(dir, want string) (protocol.Realm, error) {
 
 func writeRealmFile(dir string, rf realmFile) error {
 	b, _ := json.MarshalIndent(rf, "", "  ")
-	return os.WriteFile(filepath.Join(dir, "realm.json"), append(b, '\n'), 0o600)
+	b = append(b, '\n')
+	path := filepath.Join(dir, "realm.json")
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
+		return nil // as it is: a node running on dir may be reading it
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path) // whole or not at all
 }
 
 // ensureOperator creates the human credential on first start.

@@ -263,6 +263,20 @@ func TestServeNoP2P(t *testing.T) {
 	}
 }
 
+// TestServeBadHTTPAddr: a bad HTTP address is refused, naming --http,
+// before the data directory is made: a typo costs nothing to retry.
+func TestServeBadHTTPAddr(t *testing.T) {
+	dir := t.TempDir() + "/data"
+	for _, addr := range []string{"127.0.0.1:99999", "notanaddr", "127.0.0.1:8O80"} {
+		if _, err := runCLI(t, "serve", "--no-p2p", "--realm", "typo", "--data", dir, "--http", addr); err == nil || !strings.Contains(err.Error(), "--http "+addr) {
+			t.Fatalf("--http %s: %v", addr, err)
+		}
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was made: %v", err)
+	}
+}
+
 // TestServePrintsP2PAddrs: a federating node prints its full p2p addresses,
 // ready for another operator's `relay peer add`.
 func TestServePrintsP2PAddrs(t *testing.T) {

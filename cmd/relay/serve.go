@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -136,6 +137,13 @@ func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 		<-ctx.Done()
 		stop()
 	}()
+	// A bad or busy HTTP address is found before the data directory is
+	// made and its realm pinned, so that a typo costs nothing to retry.
+	l, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err)
+	}
+	l.Close()
 	n, err := realm.Open(ctx, cfg)
 	if err != nil {
 		return err
