@@ -38,6 +38,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Before: func(c *cli.Context) error {
 			return setupLogging(c.App.ErrWriter, c.String("log-level"), c.String("log-format"))
 		},
+		Action: unknownCommand,
 		Commands: []*cli.Command{
 			serveCommand(),
 			tokenCommand(),
@@ -75,4 +76,17 @@ func setupLogging(w io.Writer, level, format string) error {
 	}
 	slog.SetDefault(slog.New(h))
 	return nil
+}
+
+// unknownCommand is the action of a command that takes subcommands: with
+// none it shows its help, with an argument that names none it says so
+// (and exits 1, as every error), rather than looking for a help topic.
+func unknownCommand(c *cli.Context) error {
+	if c.Args().Present() {
+		return fmt.Errorf("unknown command %q: see %s --help", c.Args().First(), c.Command.HelpName)
+	}
+	if c.Command.Name == "" || c.Command.HelpName == c.App.Name {
+		return cli.ShowAppHelp(c)
+	}
+	return cli.ShowSubcommandHelp(c)
 }

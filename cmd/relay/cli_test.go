@@ -289,3 +289,16 @@ func TestServePrintsP2PAddrs(t *testing.T) {
 	}
 	srv.stop(t)
 }
+
+// TestUnknownCommand: a command that does not exist is an error naming it,
+// at the top and under token and peer.
+func TestUnknownCommand(t *testing.T) {
+	for _, args := range [][]string{{"frob"}, {"token", "frob"}, {"peer", "frob"}} {
+		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), `unknown command "frob"`) {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	if out, err := runCLI(t, "token"); err != nil || !strings.Contains(out, "issue") {
+		t.Errorf("token alone: %v %q", err, out)
+	}
+}

@@ -24,8 +24,9 @@ func peerCommand() *cli.Command {
 		return append(append(nodeFlags(), jsonFlag), more...)
 	}
 	return &cli.Command{
-		Name:  "peer",
-		Usage: "federation peers, realms and blocks, through a running node",
+		Name:   "peer",
+		Usage:  "federation peers, realms and blocks, through a running node",
+		Action: unknownCommand,
 		Description: "Each subcommand calls the node's operator API as its human (--node, --operator-token-file). " +
 			"A node started with --no-p2p does not federate and answers not_found.",
 		Subcommands: []*cli.Command{

@@ -15,8 +15,9 @@ import (
 
 func tokenCommand() *cli.Command {
 	return &cli.Command{
-		Name:  "token",
-		Usage: "manage agent tokens through a running node",
+		Name:   "token",
+		Usage:  "manage agent tokens through a running node",
+		Action: unknownCommand,
 		Subcommands: []*cli.Command{{
 			Name:  "issue",
 			Usage: "issue an agent token and print its secret",
