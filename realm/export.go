@@ -256,6 +256,8 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	_, statErr := os.Stat(cfg.DataDir)
+	made := errors.Is(statErr, fs.ErrNotExist) // the import makes DataDir: a failed one removes it
 	if err := prepareFresh(cfg.DataDir); err != nil {
 		return ImportResult{}, err
 	}
@@ -270,6 +272,9 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 		}
 		if err != nil {
 			os.RemoveAll(stage)
+			if made {
+				os.Remove(cfg.DataDir) // empty now; left alone if not
+			}
 		}
 	}()
 

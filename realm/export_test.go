@@ -262,6 +262,14 @@ func TestImportRefusesDamage(t *testing.T) {
 		}
 		assertEmpty(t, dst)
 	}
+	// A directory the refused import made is not left behind.
+	made := filepath.Join(t.TempDir(), "new")
+	if _, err := Import(context.Background(), ImportConfig{DataDir: made, In: bytes.NewReader([]byte("hello")), Logger: quiet()}); err == nil {
+		t.Fatal("not an export imported")
+	}
+	if _, err := os.Stat(made); !os.IsNotExist(err) {
+		t.Fatalf("the refused import left %s: %v", made, err)
+	}
 	// The refused directory takes a good import afterwards.
 	dst := t.TempDir()
 	if _, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file[:len(file)-1]), Logger: quiet()}); err == nil {
