@@ -27,11 +27,11 @@ func ParsePeers(addrs []string) ([]peer.AddrInfo, error) {
 	for _, s := range addrs {
 		a, err := ma.NewMultiaddr(s)
 		if err != nil {
-			return nil, fmt.Errorf("--peer %q: %w", s, err)
+			return nil, fmt.Errorf("peer address %q: %w", s, err)
 		}
 		info, err := peer.AddrInfoFromP2pAddr(a)
 		if err != nil {
-			return nil, fmt.Errorf("--peer %q: want a multiaddr ending in /p2p/<peer id>: %w", s, err)
+			return nil, fmt.Errorf("peer address %q: want a multiaddr ending in /p2p/<peer id>: %w", s, err)
 		}
 		out = append(out, *info)
 	}

@@ -302,3 +302,21 @@ func TestUnknownCommand(t *testing.T) {
 		t.Errorf("token alone: %v %q", err, out)
 	}
 }
+
+// TestCLIRefusesBadValues: values that would otherwise pass unnoticed are
+// errors that name what is wrong.
+func TestCLIRefusesBadValues(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--no-p2p", "--data", dir, "stray"}, `serve takes flags only, not "stray"`},
+		{[]string{"serve", "--no-p2p", "--data", dir, "--session-ttl", "-1h"}, "--session-ttl"},
+		{[]string{"token", "issue", "--label", "x", "--node", "127.0.0.1:8080", "--operator-token", "s"}, `--node "127.0.0.1:8080": want the node's URL`},
+	} {
+		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}

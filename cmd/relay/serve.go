@@ -61,6 +61,9 @@ func serveCommandWith(start func(context.Context, realm.Config, io.Writer) error
 		}, flags...),
 		Before: func(c *cli.Context) error { return applyConfigFile(c, c.String("config"), flags) },
 		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return fmt.Errorf("serve takes flags only, not %q", c.Args().First())
+			}
 			cfg, err := serveConfig(c)
 			if err != nil {
 				return err
@@ -95,6 +98,9 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.TrustForwardedProto = c.Bool("trust-forwarded-proto")
 	cfg.Sessions.TTL = c.Duration("session-ttl")
 	cfg.Sessions.MaxAge = c.Duration("session-max-age")
+	if cfg.Sessions.TTL < 0 || cfg.Sessions.MaxAge < 0 {
+		return cfg, fmt.Errorf("--session-ttl and --session-max-age: want 0 (the default) or more, have %v and %v", cfg.Sessions.TTL, cfg.Sessions.MaxAge)
+	}
 	if cfg.RateLimit < 0 {
 		return cfg, fmt.Errorf("--rate-limit: want 0 (off) or more, have %d", cfg.RateLimit)
 	}

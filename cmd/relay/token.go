@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -82,7 +83,11 @@ func callNode(c *cli.Context, method, path string, in, out any) ([]byte, error) 
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(c.Context, method, strings.TrimRight(c.String("node"), "/")+path, body)
+	node := strings.TrimRight(c.String("node"), "/")
+	if u, err := url.Parse(node); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("--node %q: want the node's URL, such as http://127.0.0.1:8080", c.String("node"))
+	}
+	req, err := http.NewRequestWithContext(c.Context, method, node+path, body)
 	if err != nil {
 		return nil, err
 	}
