@@ -66,7 +66,23 @@ type Console struct {
 	qdata    *queueData
 	qseq     uint64
 	qchanged <-chan struct{}
+
+	// issued holds a token just issued from the form, for the one page
+	// after the redirect that shows its secret: a reload of that page
+	// shows it no more, and issues nothing. Kept in memory only.
+	imu    sync.Mutex
+	issued map[string]issuedToken
 }
+
+// issuedToken is a token issued from the console, waiting to be shown.
+type issuedToken struct {
+	cookie string // the session that issued it, the only one that sees it
+	res    map[string]any
+	at     time.Time
+}
+
+// issuedTTL is how long an issued token's secret waits to be shown.
+const issuedTTL = 2 * time.Minute
 
 // New returns the console.
 func New(cfg Config) *Console {

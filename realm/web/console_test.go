@@ -460,11 +460,25 @@ func TestConsoleActions(t *testing.T) {
 	if status, _ := n.api(t, "GET", "/api/v1/me", agent, nil); status != 401 {
 		t.Fatalf("revoked token still works: %d", status)
 	}
-	// Issuing shows the secret once, on the page, not in a redirect.
+	// Issuing redirects to the page that shows the secret, once: the
+	// secret is in no cookie and no URL, and a reload issues nothing.
 	p := b.post("/console/op/post_tokens", url.Values{"csrf": {csrf}, "label": {"new agent"}, "rights": {"", "write"}})
+	loc := p.header.Get("Location")
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/console/tokens?issued=") || strings.Contains(loc, "rlt_") || strings.Contains(p.header.Get("Set-Cookie"), "rlt_") {
+		t.Fatalf("issue: %d %v", p.status, p.header)
+	}
+	other := n.browser(t)
+	other.login(n.operator)
+	if q := other.get(loc); strings.Contains(q.body, `<div class="secret">`) {
+		t.Fatal("another session saw the secret")
+	}
+	p = b.get(loc)
 	m := regexp.MustCompile(`<div class="secret">(rlt_[^<]+)</div>`).FindStringSubmatch(p.body)
 	if p.status != 200 || m == nil {
-		t.Fatalf("issue: %d", p.status)
+		t.Fatalf("the issued page: %d", p.status)
+	}
+	if again := b.get(loc); again.status != 200 || strings.Contains(again.body, `<div class="secret">`) || !strings.Contains(again.body, "shown once") {
+		t.Fatalf("the issued page again: %d", again.status)
 	}
 	if status, out := n.api(t, "GET", "/api/v1/me", m[1], nil); status != 200 || out["identity"] != "ainotes:new-agent" {
 		t.Fatalf("issued token: %d %v", status, out)

@@ -1,7 +1,9 @@
 package web
 
 import (
+	"crypto/rand"
 	"crypto/subtle"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"relay/protocol"
 	"relay/realm/api"
@@ -325,7 +328,49 @@ func field(m map[string]any, path ...string) any {
 }
 
 func (c *Console) tokensPage(w http.ResponseWriter, r *http.Request, s *visit) {
-	c.renderTokens(w, r, s, nil)
+	id := r.URL.Query().Get("issued")
+	if id == "" {
+		c.renderTokens(w, r, s, nil)
+		return
+	}
+	res := c.takeIssued(s, id)
+	if res == nil {
+		res = map[string]any{"gone": true}
+	}
+	c.renderTokens(w, r, s, res)
+}
+
+// keepIssued keeps a token just issued for the session's next page, under
+// a fresh id.
+func (c *Console) keepIssued(s *visit, res map[string]any) string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	id := hex.EncodeToString(b)
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	if c.issued == nil {
+		c.issued = map[string]issuedToken{}
+	}
+	now := time.Now()
+	for k, v := range c.issued {
+		if now.Sub(v.at) > issuedTTL {
+			delete(c.issued, k)
+		}
+	}
+	c.issued[id] = issuedToken{cookie: s.cookie, res: res, at: now}
+	return id
+}
+
+// takeIssued returns the token issued under id for this session, once.
+func (c *Console) takeIssued(s *visit, id string) map[string]any {
+	c.imu.Lock()
+	defer c.imu.Unlock()
+	t, ok := c.issued[id]
+	if !ok || t.cookie != s.cookie || time.Since(t.at) > issuedTTL {
+		return nil
+	}
+	delete(c.issued, id)
+	return t.res
 }
 
 // renderTokens shows the tokens; issued is a token just issued, whose
@@ -470,7 +515,9 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *visit) {
 	}
 	res, _ := asMap(out)
 	if key == "post_tokens" {
-		c.renderTokens(w, r, s, res) // the secret is shown once, never put in a cookie
+		// The secret is shown once, by the page the redirect leads to,
+		// never put in a cookie; reloading that page issues nothing.
+		http.Redirect(w, r, "/console/tokens?issued="+c.keepIssued(s, res), http.StatusSeeOther)
 		return
 	}
 	c.setFlash(w, r, flash{OK: true, Text: doneText(op, args, res)})
