@@ -213,6 +213,26 @@ func (m *Manager) Resolve(ctx context.Context, cookie string) (*Session, error) 
 	return &s, nil
 }
 
+// Live reports whether the session a cookie value names is still live,
+// without recording a use: a page's open stream asks it every second, and
+// must not keep an idle session alive.
+func (m *Manager) Live(cookie string) bool {
+	id, raw, ok := split(cookie)
+	if !ok {
+		return false
+	}
+	var s Session
+	var found bool
+	if err := m.st.View(func(tx *store.Tx) error {
+		var err error
+		found, err = tx.GetJSON(sessionKey(id), &s)
+		return err
+	}); err != nil || !found {
+		return false
+	}
+	return secret.Equal(secret.Hash(raw), s.Hash) && m.now().Before(s.ExpiresAt)
+}
+
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {
 		return a

@@ -518,6 +518,25 @@ func TestLiveStream(t *testing.T) {
 			break
 		}
 	}
+	// Logged out (here by another page of the session), the stream says
+	// so and ends: an open page does not stay "live" with nothing coming.
+	b2 := n.browser(t)
+	b2.jar.SetCookies(mustURL(n.url), b.jar.Cookies(mustURL(n.url)))
+	csrf := b2.get("/console/settings").field(t, "csrf")
+	if p := b2.post("/console/logout", url.Values{"csrf": {csrf}}); p.status != http.StatusSeeOther {
+		t.Fatalf("logout: %d", p.status)
+	}
+	ended := false
+	for {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			break
+		}
+		ended = ended || line == "event: ended\n"
+	}
+	if !ended {
+		t.Fatal("the stream of an ended session did not say so")
+	}
 }
 
 // TestPagesRender: every page answers, and a refusal is a page with the

@@ -17,7 +17,8 @@ const (
 
 // live is the console's Server-Sent Events stream: an event "change" after
 // every write through the registry, whatever its transport, and whenever the
-// store's sequence moves. It carries no data a page shows: a page that
+// store's sequence moves; an event "ended", and the end of the stream, once
+// the session is no longer live. It carries no data a page shows: a page that
 // hears it fetches itself again, through the same rights check as ever.
 func (c *Console) live(w http.ResponseWriter, r *http.Request, s *visit) {
 	h := w.Header()
@@ -51,6 +52,12 @@ func (c *Console) live(w http.ResponseWriter, r *http.Request, s *visit) {
 		case <-changed:
 			moved = true
 		case <-poll.C:
+			if !c.cfg.Sessions.Live(s.cookie) {
+				// Logged out, ended elsewhere or expired: the page says
+				// so, rather than staying "live" with nothing coming.
+				write("event: ended\ndata: session\n\n")
+				return
+			}
 			moved = c.cfg.Store.Sequence() != seq
 		}
 		if moved {

@@ -64,7 +64,8 @@
     running = true;
     fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
       .then(function (r) {
-        if (r.redirected || !r.ok) throw new Error("status " + r.status);
+        if (r.redirected) { loggedOut(); throw new Error("logged out"); }
+        if (!r.ok) throw new Error("status " + r.status);
         return r.text();
       })
       .then(function (html) {
@@ -88,7 +89,13 @@
   }
 
   var es = new EventSource(src);
+  // loggedOut: the session is over; the page says so and stops listening.
+  function loggedOut() {
+    es.close();
+    if (dot) { dot.classList.remove("on"); dot.textContent = "logged out: reload to log in"; }
+  }
   es.addEventListener("open", function () { if (dot) { dot.classList.add("on"); dot.textContent = "live"; } });
-  es.addEventListener("error", function () { if (dot) { dot.classList.remove("on"); dot.textContent = "reconnecting"; } });
+  es.addEventListener("error", function () { if (dot && es.readyState !== EventSource.CLOSED) { dot.classList.remove("on"); dot.textContent = "reconnecting"; } });
   es.addEventListener("change", refresh);
+  es.addEventListener("ended", loggedOut);
 })();
