@@ -43,9 +43,11 @@ func (s *Service) laneOf(realm protocol.Realm) *lane {
 // ingestRun stores an authenticated gossiped run (authenticRun), in order
 // with the runs before it, and says what becomes of the message.
 func (s *Service) ingestRun(ctx context.Context, realm protocol.Realm, run []gossiped, from peer.ID) pubsub.ValidationResult {
-	for _, g := range run {
-		if s.acknowledged(realm, g.c) {
-			return pubsub.ValidationIgnore // the fork the operator already saw: nothing to store or redo
+	if acked := s.ackedOf(realm); len(acked) > 0 {
+		for _, g := range run {
+			if acked[g.c.String()] {
+				return pubsub.ValidationIgnore // the fork the operator already saw: nothing to store or redo
+			}
 		}
 	}
 	l := s.laneOf(realm)

@@ -265,27 +265,38 @@ func (s *Service) evidenceOf(realm protocol.Realm) (map[string]bool, error) {
 // the operator already lifted a quarantine over: it is kept, and is not
 // taken in again.
 func (s *Service) acknowledged(realm protocol.Realm, c cid.Cid) bool {
+	return s.ackedOf(realm)[c.String()]
+}
+
+// ackedOf is the evidence of realm the operator lifted a quarantine over.
+// The set is replaced, never changed, so it may be read without the lock.
+func (s *Service) ackedOf(realm protocol.Realm) map[string]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	acked := s.acked[realm]
-	return len(acked) > 0 && acked[c.String()]
+	return s.acked[realm]
 }
 
 // equivocated quarantines realm for the equivocation err reports, unless
 // every piece of evidence held for it is what the operator already lifted
 // a quarantine over (UnblockRealm): a peer passing that on again is no news.
 func (s *Service) equivocated(realm protocol.Realm, reason string) {
-	s.mu.Lock()
-	acked := s.acked[realm]
-	s.mu.Unlock()
-	if len(acked) > 0 {
-		held, err := s.evidenceOf(realm)
-		if err == nil && len(held) > 0 && !slices.ContainsFunc(slices.Collect(maps.Keys(held)), func(c string) bool { return !acked[c] }) {
+	if acked := s.ackedOf(realm); len(acked) > 0 {
+		if held, err := s.evidenceOf(realm); err == nil && len(held) > 0 && seenAll(held, acked) {
 			s.log.Debug("federation: equivocation evidence already seen by the operator", "realm", realm)
 			return
 		}
 	}
 	s.quarantine(realm, reason)
+}
+
+// seenAll reports whether every CID of held is in acked.
+func seenAll(held, acked map[string]bool) bool {
+	for c := range held {
+		if !acked[c] {
+			return false
+		}
+	}
+	return true
 }
 
 // quarantine stops taking realm's events and tells the operator.
@@ -387,10 +398,13 @@ func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine pro
 		return
 	}
 	seq, kind := theirs.Seq, "fork"
+	var held cid.Cid // the event this node holds at seq, for a fork
 	if theirs.Seq > mine.Seq {
 		seq, kind = mine.Seq+1, "ahead"
-	} else if held, err := s.st.EventAt(s.cfg.Realm, seq); err != nil || held.CID.Equals(theirs.CID) {
+	} else if ev, err := s.st.EventAt(s.cfg.Realm, seq); err != nil || ev.CID.Equals(theirs.CID) {
 		return
+	} else {
+		held = ev.CID
 	}
 	key, ok := s.dir.Key(s.cfg.Realm)
 	if !ok {
@@ -407,8 +421,8 @@ func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine pro
 	detail := fmt.Sprintf("peer %s holds another event signed with this realm's key at seq %d: the key is used by another node", p, seq)
 	if kind == "ahead" {
 		detail = fmt.Sprintf("peer %s holds this realm's chain up to seq %d, beyond this node's log (seq %d): this node runs on an older copy of its store, or the key is used by another node; its next events fork the chain", p, theirs.Seq, mine.Seq)
-	} else if held, err := s.st.EventAt(s.cfg.Realm, seq); err != nil || held.CID.Equals(c) {
-		return
+	} else if held.Equals(c) {
+		return // the peer's head was not the event it sent
 	}
 	s.alarm(OwnChainAlarm{Kind: kind, Seq: seq, CID: c.String(), Peer: p.String(), At: time.Now().UTC(), Detail: detail})
 }

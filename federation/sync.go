@@ -385,7 +385,7 @@ func (s *Service) weighEvidence(ctx context.Context, raws [][]byte) {
 			continue
 		}
 		held, err := s.st.EventAt(realm, ev.Seq)
-		if err != nil || held.CID.Equals(protocol.CIDOf(raw)) || s.acknowledged(realm, protocol.CIDOf(raw)) {
+		if c := protocol.CIDOf(raw); err != nil || held.CID.Equals(c) || s.acknowledged(realm, c) {
 			continue // not held yet, the very event held, or evidence the operator already saw
 		}
 		if _, err := s.st.Ingest(ctx, raw, verifyWith(key)); errors.Is(err, store.ErrEquivocation) {

@@ -195,9 +195,6 @@ func appendRetrievalSize(b []byte) ([]byte, error) {
 // with error="invalid_token" when a token was sent (RFC 6750 §3.1).
 func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 	e := n.newMCPEndpoint(n.newCorpusMCPServer(), api.Corpus)
-	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.serveMCP(w, r, principalOf(r), e)
-	})
 	const allow = "POST, OPTIONS"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -224,7 +221,8 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 			writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnauthorized, "/mcp needs an OAuth access token: Authorization: Bearer <token>, from the flow the protected-resource metadata describes."), api.Corpus)
 			return
 		}
-		if _, err := o.verify(r.Context(), tok, r); err != nil {
+		info, err := o.verify(r.Context(), tok, r)
+		if err != nil {
 			if !errors.Is(err, auth.ErrInvalidToken) {
 				writeRefusalAs(w, protocol.Refuse(protocol.ReasonInternal), api.Corpus)
 				return
@@ -234,7 +232,8 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 			writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnauthorized, "The access token is not valid here: %s.", why), api.Corpus)
 			return
 		}
-		auth.RequireBearerToken(o.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: o.resourceMetadataURL(r)})(serve).ServeHTTP(w, r)
+		p, _ := info.Extra["principal"].(*api.Principal)
+		n.serveMCP(w, r, p, e)
 	})
 }
 

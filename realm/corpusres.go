@@ -65,13 +65,7 @@ func (n *Node) readCorpusResource(ctx context.Context, req *mcp.ReadResourceRequ
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
 	path := "/" + rest
-	accept := ""
-	for _, r := range append(append([]corpusResource{}, corpusResources...), corpusResourceTemplates...) {
-		if prefix, _, _ := strings.Cut(r.path, "{"); r.path == path || strings.Contains(r.path, "{") && strings.HasPrefix(path, prefix) && !strings.Contains(path[len(prefix):], "/") {
-			accept = r.mimeType
-			break
-		}
-	}
+	accept := resourceType(path)
 	if accept == "" {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
@@ -93,4 +87,21 @@ func (n *Node) readCorpusResource(ctx context.Context, req *mcp.ReadResourceRequ
 		mt = accept
 	}
 	return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: mt, Text: rec.Body.String()}}}, nil
+}
+
+// resourceType is the media type of the resource at path: a document's own
+// path, or a template's with one segment for its id; "" for no resource.
+func resourceType(path string) string {
+	for _, r := range corpusResources {
+		if r.path == path {
+			return r.mimeType
+		}
+	}
+	for _, r := range corpusResourceTemplates {
+		prefix, _, _ := strings.Cut(r.path, "{")
+		if id, ok := strings.CutPrefix(path, prefix); ok && id != "" && !strings.Contains(id, "/") {
+			return r.mimeType
+		}
+	}
+	return ""
 }

@@ -288,10 +288,8 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		if len(bytes.TrimSpace(body)) > 0 {
 			// Most bodies are flat objects: written as the decode and
 			// marshal below would write them, without either.
-			if overOK {
-				if b, ok := flatArgs(body, over); ok {
-					return b, nil
-				}
+			if b, ok := flatArgs(body, over); ok {
+				return b, nil
 			}
 			obj, err := protocol.DecodeIJSON(body)
 			switch {
@@ -315,7 +313,7 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		}
 	}
 	b, err := json.Marshal(args)
-	if !overOK || err != nil {
+	if err != nil {
 		return nil, protocol.Refuse(protocol.ReasonInvalidBody)
 	}
 	return b, nil

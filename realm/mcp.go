@@ -248,10 +248,11 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	}
 	// A batch (protocol versions before 2025-06-18) is as many requests
 	// as it holds messages; a refusal in it gives nothing back.
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
-		var batch []json.RawMessage
-		if json.Unmarshal(body, &batch) == nil {
-			for range max(len(batch)-1, 0) {
+	batch := bytes.TrimLeft(body, " \t\r\n")[0] == '[' // one JSON value: not empty
+	if batch {
+		var msgs []json.RawMessage
+		if json.Unmarshal(body, &msgs) == nil {
+			for range max(len(msgs)-1, 0) {
 				if _, ref := n.limiter.allow(p, r); ref != nil {
 					writeRefusalAs(w, ref, e.surface)
 					return
@@ -270,7 +271,7 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	if slices.Contains(n.cfg.AllowedHosts, host) {
 		h = e.behindProxy
 	}
-	serveJSONRPC(h, w, r, body)
+	serveJSONRPC(h, w, r, body, batch)
 }
 
 // JSON-RPC 2.0's error codes for messages the server cannot take.
@@ -280,15 +281,15 @@ const (
 	rpcMethodNotFound = -32601
 )
 
-// serveJSONRPC hands one JSON-RPC message to the SDK's handler h, and turns
-// the SDK's plain-text refusals into JSON-RPC 2.0 error objects: a body that
-// is not JSON is a parse error, one that is not a JSON-RPC message an
-// invalid request (both with the id null and the SDK's status), a request
+// serveJSONRPC hands one JSON-RPC message (or a batch), one JSON value, to
+// the SDK's handler h, and turns the SDK's plain-text refusals into JSON-RPC
+// 2.0 error objects: a body that is not a JSON-RPC message is an invalid
+// request (with the id null and the SDK's status), a request
 // for a method the server does not have gets "method not found" as its
 // response, and a notification of one is accepted and ignored, as JSON-RPC
 // answers no notification. A message with an id but neither a method nor a
 // result is no message at all: the SDK would take it for a response.
-func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
+func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte, batch bool) {
 	// The members by their exact names, as the SDK reads them (encoding/json
 	// would match a struct's fields whatever their case).
 	var msg map[string]json.RawMessage
@@ -304,7 +305,7 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	_, hasResult := msg["result"]
 	_, hasError := msg["error"]
 	params := 1 // the depth of a message's params: one below the message
-	if b := bytes.TrimLeft(body, " \t\r\n"); len(b) > 0 && b[0] == '[' {
+	if batch {
 		params++ // a batch's messages are one below the batch
 	}
 	if name, depth, dup := protocol.DuplicateMember(body); dup && depth <= params {
@@ -330,8 +331,6 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 		w.WriteHeader(http.StatusAccepted)
 	case strings.HasPrefix(text, "JSON RPC not handled") && isObject && method != nil:
 		writeRPCError(w, http.StatusOK, id, rpcMethodNotFound, "Method not found: "+*method)
-	case !json.Valid(body):
-		writeRPCError(w, rec.status, nil, rpcParseError, "Parse error: the body is not JSON.")
 	case strings.HasPrefix(text, "malformed payload"):
 		// The SDK's account of a message it could not read names its own
 		// Go types: not for the client.

@@ -24,7 +24,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"relay/protocol"
-	"relay/realm/api"
 	"relay/realm/corpus"
 	secretpkg "relay/realm/secret"
 	"relay/store"
@@ -833,13 +832,4 @@ func (o *oauthServer) verify(ctx context.Context, token string, r *http.Request)
 	}
 	return &auth.TokenInfo{Scopes: rec.Scopes, Expiration: rec.Expires, UserID: p.Agent.AuthorID,
 		Extra: map[string]any{"principal": p}}, nil
-}
-
-// principalOf is the principal verify put in the request's token info.
-func principalOf(r *http.Request) *api.Principal {
-	if info := auth.TokenInfoFromContext(r.Context()); info != nil {
-		p, _ := info.Extra["principal"].(*api.Principal)
-		return p
-	}
-	return nil
 }

@@ -48,7 +48,7 @@ func violation(s *jsonschema.Schema, v any, path string) *protocol.Refusal {
 		if want == "" {
 			want = strings.Join(s.Types, " or ")
 		}
-		return invalidField(path, "type", "Field %q must be of type %s, not %s.", path, want, typeName(v))
+		return invalidField(path, "type", "Field %q must be of type %s, not %s.", path, want, TypeName(v))
 	}
 	switch x := v.(type) {
 	case float64:
@@ -121,8 +121,8 @@ func invalidField(field, rule, format string, args ...any) *protocol.Refusal {
 	return protocol.Refusef(protocol.ReasonInvalidBody, format, args...).With("field", field).With("rule", rule)
 }
 
-// typeName is v's JSON type as the validator names it.
-func typeName(v any) string {
+// TypeName is v's JSON type as the validator names it.
+func TypeName(v any) string {
 	switch typeOf(v) {
 	case typeNull:
 		return "null"

@@ -7,6 +7,7 @@ import (
 	"github.com/google/jsonschema-go/jsonschema"
 
 	"relay/protocol"
+	"relay/realm/api"
 )
 
 // SchemaEntry is one schema of the payload catalogue.
@@ -62,28 +63,11 @@ func (s *Service) checkSchema(in *writeIn, d *messageData) error {
 	}
 	if err := known.resolved.Validate(v); err != nil {
 		why := strings.TrimPrefix(err.Error(), "validating root: ")
-		if t := known.Schema.Type; t != "" && jsonTypeOf(v) != t {
-			why = "it must be a JSON " + t + ", not " + jsonTypeOf(v)
+		if t := known.Schema.Type; t != "" && api.TypeName(v) != t {
+			why = "it must be a JSON " + t + ", not " + api.TypeName(v)
 		}
 		return protocol.Refusef(protocol.ReasonSchemaValidation, "The payload does not validate against %s v%d: %s.", known.Name, known.Version, why)
 	}
 	d.SchemaName, d.SchemaVersion, d.SchemaValidated = known.Name, known.Version, true
 	return nil
-}
-
-// jsonTypeOf names the JSON type of v as encoding/json decodes it.
-func jsonTypeOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case bool:
-		return "boolean"
-	case float64:
-		return "number"
-	case string:
-		return "string"
-	case []any:
-		return "array"
-	}
-	return "object"
 }

@@ -172,13 +172,14 @@ func split(cookie string) (uint64, string, bool) {
 	return id, raw, err == nil
 }
 
-// Resolve finds the live session a cookie value names and records its use.
-func (m *Manager) Resolve(ctx context.Context, cookie string) (*Session, error) {
+// live finds the live session a cookie value names: ErrNoSession when
+// there is none, or it expired.
+func (m *Manager) live(cookie string) (Session, error) {
+	var s Session
 	id, raw, ok := split(cookie)
 	if !ok {
-		return nil, ErrNoSession
+		return s, ErrNoSession
 	}
-	var s Session
 	var found bool
 	err := m.st.View(func(tx *store.Tx) error {
 		var err error
@@ -186,22 +187,31 @@ func (m *Manager) Resolve(ctx context.Context, cookie string) (*Session, error) 
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return s, err
 	}
 	var stored []byte
 	if found {
 		stored = s.Hash
 	}
-	now := m.now()
-	if !secret.Equal(secret.Hash(raw), stored) || !now.Before(s.ExpiresAt) {
-		return nil, ErrNoSession
+	if !secret.Equal(secret.Hash(raw), stored) || !m.now().Before(s.ExpiresAt) {
+		return s, ErrNoSession
 	}
+	return s, nil
+}
+
+// Resolve finds the live session a cookie value names and records its use.
+func (m *Manager) Resolve(ctx context.Context, cookie string) (*Session, error) {
+	s, err := m.live(cookie)
+	if err != nil {
+		return nil, err
+	}
+	now := m.now()
 	if now.Sub(s.LastSeen) >= touchEvery {
 		s.LastSeen = now
 		s.ExpiresAt = minTime(now.Add(m.cfg.TTL), s.CreatedAt.Add(m.cfg.MaxAge))
 		_, err := m.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 			// Logout may have won the race: touch only a session still there.
-			if ok, err := tx.GetJSON(sessionKey(id), new(Session)); err != nil || !ok {
+			if ok, err := tx.GetJSON(sessionKey(s.ID), new(Session)); err != nil || !ok {
 				return nil, err
 			}
 			return nil, put(tx, &s)
@@ -217,20 +227,8 @@ func (m *Manager) Resolve(ctx context.Context, cookie string) (*Session, error) 
 // without recording a use: a page's open stream asks it every second, and
 // must not keep an idle session alive.
 func (m *Manager) Live(cookie string) bool {
-	id, raw, ok := split(cookie)
-	if !ok {
-		return false
-	}
-	var s Session
-	var found bool
-	if err := m.st.View(func(tx *store.Tx) error {
-		var err error
-		found, err = tx.GetJSON(sessionKey(id), &s)
-		return err
-	}); err != nil || !found {
-		return false
-	}
-	return secret.Equal(secret.Hash(raw), s.Hash) && m.now().Before(s.ExpiresAt)
+	_, err := m.live(cookie)
+	return err == nil
 }
 
 func minTime(a, b time.Time) time.Time {

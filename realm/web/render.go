@@ -181,7 +181,10 @@ func parseTime(v any) (time.Time, bool) {
 	case time.Time:
 		return t, !t.IsZero()
 	case *time.Time:
-		return derefTime(t)
+		if t == nil {
+			return time.Time{}, false
+		}
+		return *t, !t.IsZero()
 	}
 	s, ok := v.(string)
 	if !ok || s == "" {
@@ -287,11 +290,4 @@ func short(v any) string {
 		return s
 	}
 	return s[:8] + "…" + s[len(s)-6:]
-}
-
-func derefTime(t *time.Time) (time.Time, bool) {
-	if t == nil || t.IsZero() {
-		return time.Time{}, false
-	}
-	return *t, true
 }
