@@ -310,6 +310,23 @@ func TestBrowserConsole(t *testing.T) {
 	run(t, ctx, "the new application appears live",
 		poll(`document.getElementById("queue").innerText.includes("late-applicant")`, 15*time.Second))
 
+	// Live while typing: a message that arrives while the operator writes a
+	// reply appears, and the reply keeps its text, its focus and its caret.
+	reply := `#reply textarea[name="body"]`
+	run(t, ctx, "thread live", chromedp.Navigate(base+"/console/threads/"+d.open),
+		chromedp.WaitVisible(chromedp.CSS(reply)),
+		poll(`document.getElementById("livestate").classList.contains("on")`, 10*time.Second),
+		chromedp.SendKeys(chromedp.CSS(reply), "half a thought"))
+	n.mustAPI(t, "POST", "/api/v1/threads/"+d.open+"/messages", d.writer, map[string]any{"kind": "note", "body": "arrived while the human typed"})
+	run(t, ctx, "the message appears while the reply is being written",
+		poll(`document.getElementById("thread").innerText.includes("arrived while the human typed")`, 15*time.Second))
+	focused := get(t, ctx, "the reply's focus", chromedp.Evaluate[bool](`document.activeElement === document.querySelector('#reply textarea[name="body"]')`))
+	run(t, ctx, "type on", chromedp.SendKeys(chromedp.CSS(reply), " and the rest"))
+	typed := get(t, ctx, "the reply's text", chromedp.Evaluate[string](`document.querySelector('#reply textarea[name="body"]').value`))
+	if typed != "half a thought and the rest" || !focused {
+		t.Fatalf("the reply after a live update: %q, focused %v", typed, focused)
+	}
+
 	// An agent's script renders inert, as text.
 	run(t, ctx, "open the hostile thread",
 		chromedp.Navigate(base+"/console/threads/"+d.evil),

@@ -46,17 +46,63 @@
   if (!src || !window.EventSource || !window.fetch || !window.DOMParser) return;
   var dot = document.getElementById("livestate");
 
-  // busy: the operator is working in a live region (typing, or a form
-  // there has been edited); replacing it would lose their input.
-  function busy(el) {
+  // busy: the operator is working in a form of a live region (typing in
+  // it, or it has been edited); replacing the form would lose their input.
+  function busy(form) {
     var a = document.activeElement;
-    if (a && el.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) return true;
-    return !!el.querySelector("[data-dirty]");
+    if (a && form.contains(a) && /^(INPUT|TEXTAREA|SELECT)$/.test(a.tagName)) return true;
+    return form.hasAttribute("data-dirty");
   }
   document.addEventListener("input", function (ev) {
     var f = ev.target.form;
     if (f) f.setAttribute("data-dirty", "1");
   });
+
+  // formKey names a form by what it acts on: its action and the record its
+  // hidden fields name, and how many forms before it in the region share
+  // both. The same form in a fresh copy of the region has the same key.
+  function formKeys(region) {
+    var seen = {}, keys = new Map();
+    region.querySelectorAll("form").forEach(function (f) {
+      var k = f.getAttribute("action") || "";
+      f.querySelectorAll("input[type=hidden]:not([name=csrf])").forEach(function (h) {
+        k += "\u0000" + h.name + "=" + h.value;
+      });
+      seen[k] = (seen[k] || 0) + 1;
+      keys.set(f, k + "\u0000" + seen[k]);
+    });
+    return keys;
+  }
+
+  // update replaces a live region with its fresh copy, keeping in place
+  // every form the operator is busy with, and the focus and caret in it.
+  // A busy form the fresh copy no longer has keeps the region as it is.
+  function update(el, fresh) {
+    var kept = [];
+    var mine = formKeys(el);
+    mine.forEach(function (k, f) { if (busy(f)) kept.push([f, k]); });
+    if (kept.length) {
+      var theirs = new Map();
+      formKeys(fresh).forEach(function (k, f) { theirs.set(k, f); });
+      if (!kept.every(function (p) { return theirs.has(p[1]); })) return;
+      var a = document.activeElement, caret = null;
+      if (a && el.contains(a)) {
+        try { caret = [a.selectionStart, a.selectionEnd, a.selectionDirection]; } catch (e) { caret = null; }
+      } else {
+        a = null;
+      }
+      kept.forEach(function (p) { theirs.get(p[1]).replaceWith(p[0]); });
+      el.replaceWith(fresh);
+      if (a && document.contains(a)) {
+        a.focus({ preventScroll: true });
+        if (caret && caret[0] != null) {
+          try { a.setSelectionRange(caret[0], caret[1], caret[2]); } catch (e) { /* not a text field */ }
+        }
+      }
+      return;
+    }
+    el.replaceWith(fresh);
+  }
 
   var pending = false, running = false;
   function refresh() {
@@ -72,7 +118,7 @@
         var doc = new DOMParser().parseFromString(html, "text/html");
         document.querySelectorAll("[data-live][id]").forEach(function (el) {
           var fresh = doc.getElementById(el.id);
-          if (fresh && !busy(el)) el.replaceWith(document.importNode(fresh, true));
+          if (fresh) update(el, document.importNode(fresh, true));
         });
         document.body.setAttribute("data-refreshed", String(Date.now()));
       })
