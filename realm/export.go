@@ -170,7 +170,7 @@ func Export(ctx context.Context, cfg ExportConfig) (ExportResult, error) {
 				cfg.Progress(backup.Progress{Events: res.Events, EventsTotal: total, Blobs: res.Blobs, Bytes: w.Bytes()})
 			}
 		}
-		err = tx.EachEvent(0, func(se *store.StoredEvent) error {
+		err = tx.EachChained(func(se *store.StoredEvent) error {
 			if err := w.Event(se.Raw); err != nil {
 				return err
 			}

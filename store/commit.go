@@ -173,7 +173,7 @@ func (s *Store) IngestDecoded(ctx context.Context, ev *protocol.Event, c cid.Cid
 		if err := verify(ev); err != nil {
 			return nil, err
 		}
-		return tx.appendEvent(ev, c, raw)
+		return tx.ingestEvent(ev, c, raw)
 	}})
 }
 
@@ -282,7 +282,7 @@ func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify fun
 		var last *StoredEvent
 		start := i
 		for ; i < len(evs); i++ {
-			se, err := tx.appendEvent(evs[i], cids[i], raws[i])
+			se, err := tx.ingestEvent(evs[i], cids[i], raws[i])
 			if err != nil {
 				return nil, fmt.Errorf("%s seq %d: %w", realm, evs[i].Seq, err)
 			}

@@ -38,7 +38,7 @@
 //
 // # Key layout
 //
-//	e/v/<realm>\x00<seq 8 BE>    → node sequence (8 BE) ‖ cid length (1) ‖ cid ‖ raw signed event
+//	e/v/<realm>\x00<seq 8 BE>    → node sequence (8 BE; 0 while parked) ‖ cid length (1) ‖ cid ‖ raw signed event
 //	e/i/<cid bytes>              → <realm>\x00<seq 8 BE>   (the event's place)
 //	e/h/<realm>                  → seq (8 BE) ‖ cid        (the realm's head)
 //	e/n/<sequence 8 BE>          → <realm>\x00<seq 8 BE>   (arrival order)
@@ -49,6 +49,7 @@
 //	m/projections                → the projectors' versions the projections were made by
 //	wal/<first record, 16 hex>.wal  (files beside Badger's: the write-ahead log)
 //	x/eq/<realm>\x00<seq>‖<cid>  → raw event: both sides of an equivocation
+//	x/pk/<n 8 BE>                → a parked event: when, its place, why (park.go)
 //	l/…                          → local-only tables (owned by realm/)
 //	p/…                          → projections (owned by projectors)
 //
@@ -86,6 +87,8 @@
 //     leave, committed or not.
 //   - An event, its indexes, the head, m/seq and every projection of the
 //     event are in the same transaction; a crash keeps all or none of them.
+//     A parked event (park.go) is in its chain without e/n/ nor projections
+//     until one transaction gives it both, with its x/pk/ record deleted.
 //   - The writer commits batches in hand-off order and ops in run order; it
 //     never drops a kept op alone, since later ops may have read its writes.
 //   - Heads and the node sequence that Heads, Sequence and State report

@@ -38,8 +38,8 @@ var (
 	// ErrLocked is returned by Open when another process (a running node)
 	// holds the store's directory: Badger allows one at a time.
 	ErrLocked = errors.New("store: in use by another process")
-	// ErrSequence is returned by Restore when the store's node Sequence is
-	// not the one the op was queued after: a chunk before it failed.
+	// ErrSequence is returned by Restore when the store does not hold as
+	// many events as the op was queued after: a chunk before it failed.
 	ErrSequence = errors.New("store: not at the expected sequence")
 	// ErrReservedKey is returned by Set and Delete of a key under e/, m/ or x/:
 	// the store alone writes the log, its meta and the evidence.

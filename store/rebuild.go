@@ -211,10 +211,10 @@ func projectionVersions(projectors []Projector) []byte {
 // when a rebuild was cut short. Call it once every projector is registered,
 // before the first Submit; a store without events only records the
 // versions. It reports whether it rebuilt.
-func (s *Store) EnsureProjections(ctx context.Context) (bool, error) {
+func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error) {
 	want := projectionVersions(s.projectorList())
 	var have []byte
-	err := s.View(func(tx *Tx) error {
+	err = s.View(func(tx *Tx) error {
 		v, err := tx.Get(keyProjection)
 		if errors.Is(err, ErrNotFound) {
 			return nil
@@ -225,6 +225,15 @@ func (s *Store) EnsureProjections(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Parked events are tried again once the projections are as this
+	// binary makes them: before, a pass could project them with the
+	// projectors half registered.
+	defer func() {
+		if err == nil {
+			s.projectorsSet.Store(true)
+			s.wakeUnpark()
+		}
+	}()
 	if bytes.Equal(have, want) && !s.rebuildNeeded.Load() {
 		return false, nil
 	}

@@ -22,13 +22,13 @@ type Checked struct {
 // Restore queues already checked events to be appended, in order, in one
 // op: one Badger transaction, against one fsync. It is the bulk path of
 // `relay import`, where decoding and signature checks run in parallel ahead
-// of the store. The op first checks that the node Sequence is after (the
-// events then get after+1, after+2 …), so a caller can queue the next chunk
+// of the store. The op first checks that the store holds after events (the
+// sum of its realms' heads), so a caller can queue the next chunk
 // before the last is durable — the committer projects it while the writer
 // commits the one before — and still never store a chunk whose predecessor
 // failed. Each event must extend its realm's chain as the op sees it (else
-// protocol.ErrChainBroken) and runs through every projector, as with Ingest;
-// unlike Ingest it keeps no equivocation evidence. On any error nothing of
+// protocol.ErrChainBroken) and runs through every projector, or is parked,
+// as with Ingest; unlike Ingest it keeps no equivocation evidence. On any error nothing of
 // the op is stored. The op must fit one transaction (see fits), so the
 // caller bounds how many events and bytes it passes.
 //
@@ -36,14 +36,14 @@ type Checked struct {
 // goroutine run in call order.
 func (s *Store) Restore(ctx context.Context, after uint64, evs []Checked) (wait func() error) {
 	o := &op{events: len(evs), run: func(tx *Tx) (*StoredEvent, error) {
-		if tx.seq != after {
-			return nil, fmt.Errorf("%w: restore after sequence %d, the store is at %d", ErrSequence, after, tx.seq)
+		if held := tx.held(); held != after {
+			return nil, fmt.Errorf("%w: restore after %d events, the store holds %d", ErrSequence, after, held)
 		}
 		for _, e := range evs {
 			if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
 				return nil, fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
 			}
-			if _, err := tx.appendEvent(e.Event, e.CID, e.Raw); err != nil {
+			if _, err := tx.ingestEvent(e.Event, e.CID, e.Raw); err != nil {
 				return nil, err
 			}
 		}

@@ -118,6 +118,15 @@ type Store struct {
 	heads   map[string]protocol.Head // committed heads; written only by the writer
 	seq     atomic.Uint64            // committed node sequence; written only by the writer
 
+	// Parking (park.go). parkGen counts the events ops parked since Open
+	// (1 at Open when the store holds some), parkedNone is the count at
+	// which a pass last found none: equal, nothing is parked.
+	parkGen       atomic.Uint64
+	parkedNone    atomic.Uint64
+	projectorsSet atomic.Bool   // EnsureProjections ran: passes may project
+	unparkWake    chan struct{} // buffered 1: a pass is due
+	unparkDone    chan struct{}
+
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
 	commits       atomic.Uint64 // committed Badger transactions, for tests and metrics
@@ -179,6 +188,8 @@ func Open(cfg Config) (*Store, error) {
 		writerDone:  make(chan struct{}),
 		batching:    newBatching(),
 		heads:       make(map[string]protocol.Head),
+		unparkWake:  make(chan struct{}, 1),
+		unparkDone:  make(chan struct{}),
 	}
 	if err := s.load(); err != nil {
 		s.closeWAL()
@@ -188,6 +199,7 @@ func Open(cfg Config) (*Store, error) {
 	s.c = newCommitter(s)
 	go s.writeLoop()
 	go s.commitLoop()
+	go s.unparkLoop()
 	return s, nil
 }
 
@@ -323,6 +335,13 @@ func (s *Store) load() error {
 			s.rebuildNeeded.Store(true)
 			s.log.Warn("store: an interrupted rebuild left projections incomplete; run Rebuild")
 		}
+		err = tx.Iterate(prefixParked, false, func([]byte, []byte) error {
+			s.parkGen.Store(1)
+			return ErrStop
+		})
+		if err != nil {
+			return err
+		}
 		return tx.Iterate(prefixHead, false, func(k, v []byte) error {
 			h, err := decodeHead(v)
 			if err != nil {
@@ -402,6 +421,7 @@ func (s *Store) Close() error {
 		s.inflight.Wait() // no one sends on ops any more
 		close(s.ops)
 		<-s.loopDone
+		<-s.unparkDone
 		s.checkpoints.Wait()
 		if s.wal != nil && s.failure() == nil {
 			s.closeErr = s.wal.checkpointAll()

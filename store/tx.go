@@ -398,28 +398,55 @@ func (tx *Tx) head(realm string) protocol.Head {
 	return tx.c.heads[realm]
 }
 
+// held is how many events the store holds as the op sees them: the sum of
+// its realms' heads, chains being dense.
+func (tx *Tx) held() uint64 {
+	var n uint64
+	for r, h := range tx.c.heads {
+		if _, ok := tx.heads[r]; !ok {
+			n += h.Seq
+		}
+	}
+	for _, h := range tx.heads {
+		n += h.Seq
+	}
+	return n
+}
+
 // appendEvent stores a checked, signed event at the next node sequence and
 // runs every projector on it. Projector errors are returned unchanged.
 func (tx *Tx) appendEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEvent, error) {
+	key := tx.link(ev, c)
 	tx.seq++
 	se := &StoredEvent{Event: ev, CID: c, Raw: raw, Sequence: tx.seq}
+	return se, tx.project(se, key)
+}
+
+// link makes ev, at CID c, its realm's head and indexes it by CID; it
+// returns the event's key, where its record goes.
+func (tx *Tx) link(ev *protocol.Event, c cid.Cid) []byte {
 	h := protocol.Head{Seq: ev.Seq, CID: c}
 	if tx.heads == nil {
 		tx.heads = make(map[string]protocol.Head, 1)
 	}
 	tx.heads[ev.Realm] = h
-	cb := c.Bytes()
 	key := eventKey(ev.Realm, ev.Seq)
-	tx.put(key, encodeEventRecord(tx.seq, cb, raw))
 	tx.put(cidKey(c), eventPlace(key))
 	tx.put(headKey(ev.Realm), encodeHead(h))
-	tx.put(sequenceKey(tx.seq), eventPlace(key))
-	tx.put(keySequence, u64(tx.seq))
+	return key
+}
+
+// project stores se's record at key with its node sequence, indexes it in
+// arrival order and runs every projector on it.
+func (tx *Tx) project(se *StoredEvent, key []byte) error {
+	tx.put(key, encodeEventRecord(se.Sequence, se.CID.Bytes(), se.Raw))
+	tx.put(sequenceKey(se.Sequence), eventPlace(key))
+	tx.put(keySequence, u64(se.Sequence))
 	for _, p := range tx.b.projectors {
 		if err := p.Apply(tx, se); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	tx.added = append(tx.added, se)
-	return se, nil
+	return nil
 }

@@ -213,6 +213,13 @@ func (s *Store) done(ops []*op) {
 		for _, w := range s.watcherList() {
 			w(added)
 		}
+		// Events of other realms may bring what a parked event waits for.
+		for _, se := range added {
+			if se.Event.Realm != string(s.cfg.Realm) {
+				s.wakeUnpark()
+				break
+			}
+		}
 	}
 }
 

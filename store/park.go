@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+)
+
+// Parking. An event of another realm may refer to a record this node does
+// not hold: a claim it attests, a conversation it appends to, messages it
+// relates. The record may be on its way, or never come (its realm is
+// blocked or quarantined here). Were the event refused until then, every
+// later event of its realm would wait behind it. So the event is parked
+// instead: stored in its realm's chain (the head moves on, the node serves
+// it to peers), but not projected and given no node sequence. When a later
+// commit brings events of other realms, the store tries the parked events
+// again, in the order they were parked, and projects each one whose records
+// have arrived at the next node sequence, as if it arrived then: arrival
+// order (e/n/) stays an order in which every event's records come before
+// it, so Rebuild replays it as it was.
+//
+//	x/pk/<n 8 BE> → parked at (unix ms, 8 BE) ‖ place length (uvarint) ‖ place ‖ why
+
+// Dependent is a projector that can tell, by reads alone, whether an event
+// refers to a record not held yet. Missing returns nil when Apply may run,
+// an error wrapping ErrDependency that names the record when it may not,
+// and any other error when it cannot tell. A dependency Missing overlooks
+// still fails the event's op when Apply meets it: the event then waits, as
+// without parking.
+type Dependent interface {
+	Missing(tx *Tx, se *StoredEvent) error
+}
+
+var prefixParked = []byte("x/pk/")
+
+// parkCounter numbers parked events (Tx.NextID), in parking order.
+const parkCounter = "store/parked"
+
+func parkedKey(n uint64) []byte { return join(prefixParked, u64(n)) }
+
+// ParkedEvent is an event held in its realm's chain but not yet projected.
+type ParkedEvent struct {
+	Realm protocol.Realm
+	Seq   uint64
+	At    time.Time // when it was parked
+	Why   string    // the record it waits for
+	n     uint64
+	place []byte
+}
+
+func encodeParked(at time.Time, place []byte, why string) []byte {
+	b := u64(uint64(at.UnixMilli()))
+	b = binary.AppendUvarint(b, uint64(len(place)))
+	b = append(b, place...)
+	return append(b, why...)
+}
+
+func decodeParked(k, v []byte) (ParkedEvent, error) {
+	bad := errors.New("store: corrupt parked event")
+	if len(k) != len(prefixParked)+8 || len(v) < 8 {
+		return ParkedEvent{}, bad
+	}
+	p := ParkedEvent{n: binary.BigEndian.Uint64(k[len(prefixParked):]), At: time.UnixMilli(int64(binary.BigEndian.Uint64(v))).UTC()}
+	l, w := binary.Uvarint(v[8:])
+	if w <= 0 || uint64(len(v)-8-w) < l {
+		return ParkedEvent{}, bad
+	}
+	p.place = v[8+w : 8+w+int(l)]
+	p.Why = string(v[8+w+int(l):])
+	realm, seq, err := splitPlace(p.place)
+	if err != nil {
+		return ParkedEvent{}, err
+	}
+	p.Realm, p.Seq = protocol.Realm(realm), seq
+	return p, nil
+}
+
+// splitPlace returns the realm and seq of an event's place.
+func splitPlace(place []byte) (string, uint64, error) {
+	if len(place) < 10 || place[len(place)-9] != 0 {
+		return "", 0, errors.New("store: corrupt event place")
+	}
+	return string(place[:len(place)-9]), binary.BigEndian.Uint64(place[len(place)-8:]), nil
+}
+
+// missing asks every Dependent projector whether se may be projected now.
+func missing(tx *Tx, projectors []Projector, se *StoredEvent) error {
+	for _, p := range projectors {
+		if d, ok := p.(Dependent); ok {
+			if err := d.Missing(tx, se); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ingestEvent stores a checked event of the log: projected at the next
+// node sequence, or parked when a record it refers to is not held.
+func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEvent, error) {
+	se := &StoredEvent{Event: ev, CID: c, Raw: raw}
+	err := missing(tx, tx.b.projectors, se)
+	if err == nil {
+		return tx.appendEvent(ev, c, raw)
+	}
+	if !errors.Is(err, ErrDependency) {
+		return nil, err
+	}
+	key := tx.link(ev, c)
+	tx.put(key, encodeEventRecord(0, c.Bytes(), raw))
+	n, err2 := tx.NextID(parkCounter)
+	if err2 != nil {
+		return nil, err2
+	}
+	tx.put(parkedKey(n), encodeParked(tx.s.cfg.Now(), eventPlace(key), err.Error()))
+	tx.s.parkGen.Add(1)
+	return se, nil
+}
+
+// errProjected: the parked event was projected meanwhile (its record
+// records a sequence); its parking record only goes.
+var errProjected = errors.New("store: parked event already projected")
+
+// unpark projects the parked event p if nothing it refers to is missing any
+// more; otherwise the op fails with an error wrapping ErrDependency.
+func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
+	key := placeKey(p.place)
+	v, err := tx.Get(key)
+	if err != nil {
+		return nil, err
+	}
+	se, err := decodeEventRecord(v)
+	if err != nil {
+		return nil, err
+	}
+	tx.del(parkedKey(p.n))
+	if se.Sequence != 0 {
+		return nil, nil
+	}
+	if err := missing(tx, tx.b.projectors, se); err != nil {
+		return nil, err
+	}
+	tx.seq++
+	se.Sequence = tx.seq
+	return se, tx.project(se, key)
+}
+
+// ParkedEvents returns up to limit parked events (all when limit ≤ 0), in
+// the order they were parked.
+func (s *Store) ParkedEvents(limit int) ([]ParkedEvent, error) {
+	var out []ParkedEvent
+	err := s.View(func(tx *Tx) error {
+		return tx.Iterate(prefixParked, false, func(k, v []byte) error {
+			p, err := decodeParked(k, v)
+			if err != nil {
+				return err
+			}
+			out = append(out, p)
+			if limit > 0 && len(out) >= limit {
+				return ErrStop
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// wakeUnpark asks the unpark loop for a pass, if anything may be parked.
+func (s *Store) wakeUnpark() {
+	if !s.projectorsSet.Load() || s.parkGen.Load() == s.parkedNone.Load() {
+		return
+	}
+	select {
+	case s.unparkWake <- struct{}{}:
+	default:
+	}
+}
+
+// unparkLoop tries the parked events again whenever a commit brought
+// events of other realms (done), until Close.
+func (s *Store) unparkLoop() {
+	defer close(s.unparkDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.unparkWake:
+		}
+		s.unparkPass(ctx)
+	}
+}
+
+// unparkPass projects every parked event whose records are held now, in
+// parking order, and goes round again while that projects any: a parked
+// event may wait for an earlier one.
+func (s *Store) unparkPass(ctx context.Context) {
+	for {
+		gen := s.parkGen.Load()
+		ready, parked, err := s.readyParked()
+		if err != nil {
+			if !errors.Is(err, ErrClosed) {
+				s.log.Warn("store: reading the parked events", "err", err)
+			}
+			return
+		}
+		if parked == 0 {
+			// Nothing parked, and no op parked anything since the read
+			// began: commits need not wake the loop until one does.
+			s.parkedNone.Store(gen)
+			return
+		}
+		progress := false
+		for _, p := range ready {
+			_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) { return tx.unpark(p) }})
+			switch {
+			case err == nil:
+				progress = true
+			case errors.Is(err, ErrDependency):
+			case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
+				return
+			default:
+				// Its records are held, yet a projector refuses it: it
+				// stays parked, held in the chain, and is tried again.
+				s.log.Warn("store: a parked event does not project", "realm", p.Realm, "seq", p.Seq, "err", err)
+			}
+		}
+		if !progress {
+			return
+		}
+	}
+}
+
+// readyParked returns, from one snapshot, the parked events whose records
+// are held now, in parking order, and how many are parked in all: a pass
+// costs the committer nothing for events still waiting.
+func (s *Store) readyParked() (ready []ParkedEvent, parked int, err error) {
+	projectors := s.projectorList()
+	err = s.View(func(tx *Tx) error {
+		var all []ParkedEvent
+		err := tx.Iterate(prefixParked, false, func(k, v []byte) error {
+			p, err := decodeParked(k, v)
+			if err == nil {
+				all = append(all, p)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		parked = len(all)
+		for _, p := range all {
+			v, err := tx.Get(placeKey(p.place))
+			if err != nil {
+				return err
+			}
+			se, err := decodeEventRecord(v)
+			if err != nil {
+				return err
+			}
+			if se.Sequence != 0 || missing(tx, projectors, se) == nil {
+				ready = append(ready, p)
+			}
+		}
+		return nil
+	})
+	return ready, parked, err
+}
+
+// EachChained calls fn for every event the store holds, parked ones
+// included, in an order that keeps each realm's chain in seq order and is
+// otherwise arrival order: an event whose realm has earlier events not yet
+// visited (parked ones, or one projected later than it) comes after them.
+// It is the order of an export, which an import stores link by link.
+func (tx *Tx) EachChained(fn func(*StoredEvent) error) error {
+	heads, err := tx.Heads()
+	if err != nil {
+		return err
+	}
+	done := make(map[string]uint64, len(heads))
+	upTo := func(realm string, seq uint64) error {
+		for s := done[realm] + 1; s <= seq; s++ {
+			se, err := tx.eventAt(eventKey(realm, s))
+			if err != nil {
+				return fmt.Errorf("store: %s seq %d: %w", realm, s, err)
+			}
+			if err := fn(se); err != nil {
+				return err
+			}
+			done[realm] = s
+		}
+		return nil
+	}
+	err = tx.Iterate(prefixSequence, false, func(_, v []byte) error {
+		realm, seq, err := splitPlace(v)
+		if err != nil {
+			return err
+		}
+		return upTo(realm, seq)
+	})
+	if err != nil {
+		return err
+	}
+	realms := make([]string, 0, len(heads))
+	for r := range heads {
+		realms = append(realms, string(r))
+	}
+	slices.Sort(realms)
+	for _, r := range realms {
+		if err := upTo(r, heads[protocol.Realm(r)].Seq); err != nil {
+			return err
+		}
+	}
+	return nil
+}

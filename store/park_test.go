@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
+)
+
+// needs is a Dependent projector: an event of type "t.make" holds the
+// record named by its body, one of type "t.need" needs it held, as an
+// attestation needs its claim.
+type needs struct{}
+
+var needsPrefix = []byte("p/needs/")
+
+func (needs) Prefixes() [][]byte { return [][]byte{needsPrefix} }
+
+func (needs) record(se *StoredEvent) ([]byte, error) {
+	var d struct {
+		Body string `cbor:"body"`
+	}
+	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
+		return nil, err
+	}
+	return join(needsPrefix, []byte(d.Body)), nil
+}
+
+func (n needs) Missing(tx *Tx, se *StoredEvent) error {
+	if se.Event.Type != "t.need" {
+		return nil
+	}
+	k, err := n.record(se)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Get(k); errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrDependency, k)
+	} else {
+		return err
+	}
+}
+
+func (n needs) Apply(tx *Tx, se *StoredEvent) error {
+	switch se.Event.Type {
+	case "t.make":
+		k, err := n.record(se)
+		if err != nil {
+			return err
+		}
+		return tx.Set(k, []byte{1})
+	case "t.need":
+		if err := n.Missing(tx, se); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// realmChain signs events of realm, one per (type, body), linked.
+func realmChain(t testing.TB, realm protocol.Realm, key ed25519.PrivateKey, evs ...[2]string) [][]byte {
+	t.Helper()
+	var out [][]byte
+	var prev cid.Cid
+	for i, e := range evs {
+		ev := &protocol.Event{Realm: string(realm), Seq: uint64(i + 1), Type: e[0], At: 1_700_000_000_000 + int64(i),
+			Author: string(realm) + ":bot", Data: mustData(t, map[string]any{"body": e[1]})}
+		if prev.Defined() {
+			ev.Prev = protocol.Link{Cid: prev}
+		}
+		raw, c, err := ev.Sign(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, prev = append(out, raw), c
+	}
+	return out
+}
+
+func waitFor(t testing.TB, what string, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// arrival lists the store's events in arrival order (e/n/) as realm:seq.
+func arrival(t testing.TB, s *Store) []string {
+	t.Helper()
+	var out []string
+	err := s.View(func(tx *Tx) error {
+		return tx.EachEvent(0, func(se *StoredEvent) error {
+			out = append(out, fmt.Sprintf("%s:%d@%d", se.Event.Realm, se.Event.Seq, se.Sequence))
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPark: an event that refers to a record not held is stored in its
+// realm's chain without blocking it, projected once the record arrives,
+// at the sequence it then gets, and kept parked across a restart.
+func TestPark(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.make", "other"}, [2]string{"t.need", "other"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+
+	s := openTest(t, testConfig(dir), needs{}, counter{})
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// b's first event needs x's record: parked, and b's chain goes on.
+	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 3 {
+		t.Fatalf("ingest b: %d %v", n, err)
+	}
+	if hs, err := s.Heads(); err != nil || hs["b"].Seq != 3 {
+		t.Fatalf("b's head %v %v", hs, err)
+	}
+	if got, want := arrival(t, s), []string{"b:2@1", "b:3@2"}; !slices.Equal(got, want) {
+		t.Fatalf("projected %v, want %v", got, want)
+	}
+	parked, err := s.ParkedEvents(0)
+	if err != nil || len(parked) != 1 || parked[0].Realm != "b" || parked[0].Seq != 1 || parked[0].Why == "" {
+		t.Fatalf("parked %+v %v", parked, err)
+	}
+	if se, err := s.EventAt("b", 1); err != nil || se.Sequence != 0 {
+		t.Fatalf("the parked event: %+v %v", se, err)
+	}
+	if c := counts(t, s); c["t.need"] != 1 {
+		t.Fatalf("counted %v", c)
+	}
+
+	// Held across a restart, and a duplicate of it is a duplicate.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, testConfig(dir), needs{}, counter{})
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); !errors.Is(err, ErrDuplicate) {
+		t.Fatalf("the parked event again: %v", err)
+	}
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if parked, _ := s.ParkedEvents(0); len(parked) != 1 {
+		t.Fatalf("after the restart, parked %+v", parked)
+	}
+
+	// x's record arrives: the parked event is projected after it.
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the parked event to be projected", func() bool {
+		p, err := s.ParkedEvents(0)
+		return err == nil && len(p) == 0
+	})
+	if got, want := arrival(t, s), []string{"b:2@1", "b:3@2", "x:1@3", "b:1@4"}; !slices.Equal(got, want) {
+		t.Fatalf("projected %v, want %v", got, want)
+	}
+	if c := counts(t, s); c["t.need"] != 2 || c["t.make"] != 2 {
+		t.Fatalf("counted %v", c)
+	}
+	if se, err := s.EventAt("b", 1); err != nil || se.Sequence != 4 {
+		t.Fatalf("the event once projected: %+v %v", se, err)
+	}
+
+	// An export's order keeps every chain in seq order.
+	var order []string
+	err = s.View(func(tx *Tx) error {
+		return tx.EachChained(func(se *StoredEvent) error {
+			order = append(order, fmt.Sprintf("%s:%d", se.Event.Realm, se.Event.Seq))
+			return nil
+		})
+	})
+	if want := []string{"b:1", "b:2", "b:3", "x:1"}; err != nil || !slices.Equal(order, want) {
+		t.Fatalf("chained order %v %v, want %v", order, err, want)
+	}
+
+	// A rebuild replays in arrival order, the parked event after its record.
+	if err := s.Rebuild(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := counts(t, s); c["t.need"] != 2 {
+		t.Fatalf("after the rebuild, counted %v", c)
+	}
+}
+
+// TestParkRestore: an import parks what it cannot project yet, and a
+// chunk's place is counted in events held, parked ones included.
+func TestParkRestore(t *testing.T) {
+	ctx := context.Background()
+	bKey := testKey(2)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "never"}, [2]string{"t.make", "one"})
+	s := openTest(t, testConfig(""), needs{}, counter{})
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var evs []Checked
+	for _, raw := range b {
+		ev, c, err := protocol.DecodeEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, Checked{ev, c, raw})
+	}
+	first := s.Restore(ctx, 0, evs[:1])
+	second := s.Restore(ctx, 1, evs[1:])
+	if err := first(); err != nil {
+		t.Fatal(err)
+	}
+	if err := second(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := arrival(t, s), []string{"b:2@1"}; !slices.Equal(got, want) {
+		t.Fatalf("projected %v, want %v", got, want)
+	}
+	if p, _ := s.ParkedEvents(0); len(p) != 1 || p[0].Seq != 1 {
+		t.Fatalf("parked %+v", p)
+	}
+	if err := s.Restore(ctx, 1, nil)(); !errors.Is(err, ErrSequence) {
+		t.Fatalf("a chunk after 1 of 2 events: %v", err)
+	}
+}
