@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
+	"relay/store"
 )
 
 // stats are the federation's counters, read by the status API and /metrics.
@@ -94,7 +95,8 @@ type RealmStatus struct {
 	Lag         uint64     `json:"lag" jsonschema:"events seen at a peer and not yet held"`
 	Blocked     bool       `json:"blocked"`
 	Quarantined string     `json:"quarantined,omitempty" jsonschema:"why its events are no longer taken"`
-	Waiting     string     `json:"waiting,omitempty" jsonschema:"why its next event is held: it refers to another realm's record not held here (a realm this node blocks or quarantines may hold it)"`
+	Waiting     string     `json:"waiting,omitempty" jsonschema:"why its next event is held, or why events it holds are not shown yet: they refer to another realm's record not held here (a realm this node blocks or quarantines may hold it)"`
+	Parked      int        `json:"parked,omitempty" jsonschema:"events of its chain held but not shown yet: each refers to a record not held here, and is shown once that arrives"`
 	KeyPinnedAt *time.Time `json:"descriptor_at,omitempty"`
 }
 
@@ -122,6 +124,18 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 		highest[r] = h
 	}
 	s.stats.mu.Unlock()
+	parked, err := s.st.ParkedEvents(0)
+	if err != nil {
+		return nil, err
+	}
+	firstParked := map[protocol.Realm]store.ParkedEvent{}
+	parkedN := map[protocol.Realm]int{}
+	for _, p := range parked {
+		if parkedN[p.Realm] == 0 {
+			firstParked[p.Realm] = p
+		}
+		parkedN[p.Realm]++
+	}
 	out := make([]RealmStatus, 0, len(names))
 	for r := range names {
 		h := heads[r]
@@ -140,6 +154,10 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 		rs.Quarantined = s.quarantined[r].Reason
 		if w, ok := s.waiting[r]; ok && w.head == h.Seq && rs.Lag > 0 {
 			rs.Waiting = fmt.Sprintf("event %d, since %s: %s", w.head+1, w.since.UTC().Format(time.RFC3339), w.why)
+		}
+		if rs.Parked = parkedN[r]; rs.Parked > 0 && rs.Waiting == "" {
+			p := firstParked[r]
+			rs.Waiting = fmt.Sprintf("%d held, not shown yet; event %d, since %s: %s", rs.Parked, p.Seq, p.At.Format(time.RFC3339), p.Why)
 		}
 		s.mu.Unlock()
 		out = append(out, rs)

@@ -29,6 +29,7 @@ var (
 	encMode      cbor.EncMode
 	decMode      cbor.DecMode // data and any other single item
 	eventDecMode cbor.DecMode // an event: decMode plus one level for the envelope
+	fieldsMode   cbor.DecMode // decMode, unknown fields skipped (DecodeDataFields)
 )
 
 func init() {
@@ -62,6 +63,11 @@ func init() {
 	if err != nil {
 		panic(err)
 	}
+	lenient := decOpts
+	lenient.ExtraReturnErrors = cbor.ExtraDecErrorNone
+	if fieldsMode, err = lenient.DecMode(); err != nil {
+		panic(err)
+	}
 	decOpts.MaxNestedLevels = maxDataDepth + 1
 	eventDecMode, err = decOpts.DecMode()
 	if err != nil {
@@ -91,6 +97,10 @@ func EncodeData(v any) (cbor.RawMessage, error) {
 
 // DecodeData decodes an event's data into v.
 func DecodeData(data cbor.RawMessage, v any) error { return decMode.Unmarshal(data, v) }
+
+// DecodeDataFields decodes some fields of an event's data into v, a struct
+// naming only those: the others are skipped, not refused.
+func DecodeDataFields(data cbor.RawMessage, v any) error { return fieldsMode.Unmarshal(data, v) }
 
 // CheckCanonical reports whether b is one canonical DAG-CBOR item: it decodes
 // b generically, checks that every value is one DAG-CBOR allows, re-encodes

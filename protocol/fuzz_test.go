@@ -58,6 +58,12 @@ func FuzzDecodeEvent(f *testing.F) {
 		}
 		// Verify must answer, not panic, whatever the signature.
 		_ = e.Verify(testKey(1).Public().(ed25519.PublicKey))
+		// As must a projector's look at a few fields of the data.
+		var some struct {
+			Thread  string   `cbor:"thread"`
+			Refutes []string `cbor:"refutes"`
+		}
+		_ = DecodeDataFields(e.Data, &some)
 	})
 }
 

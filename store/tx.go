@@ -47,6 +47,10 @@ type Tx struct {
 	first   [1]func(ok bool) error // finally's first, without an allocation
 }
 
+// ReadOnly reports whether tx is a View's: it sees committed state only
+// and belongs to no op.
+func (tx *Tx) ReadOnly() bool { return tx.readOnly }
+
 type write struct {
 	val []byte
 	del bool

@@ -101,3 +101,66 @@ func TestClaimRaceConverges(t *testing.T) {
 		}
 	}
 }
+
+// TestAttestationParks: r3 blocks r1, so it never gets r1's claim; r2's
+// attestation of it is held in r2's chain at r3 but not shown, and r2's
+// thread opened after it is shown at once. Once r3 takes r1's events again,
+// the claim shows the attestation.
+func TestAttestationParks(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	converge(t, net)
+	r3 := net.Realms[2]
+	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r1"}, nil); st != 200 {
+		t.Fatalf("block: %d", st)
+	}
+	r1, r2 := as(net.Realms[0], agentToken(t, net.Realms[0], "author")), as(net.Realms[1], agentToken(t, net.Realms[1], "checker"))
+	env := map[string]any{"kind": "propose", "body": "One claim.", "claims": []any{map[string]any{"statement": "one"}}}
+	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
+		t.Fatalf("open at r1: %d", st)
+	}
+	for deadline := time.Now().Add(10 * time.Second); call(t, r2, "GET", "/api/v1/claims/r1:cl_1", nil, nil) != 200; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r2 never held r1's claim")
+		}
+	}
+	if st := call(t, r2, "POST", "/api/v1/claims/r1:cl_1/attest", map[string]any{"verdict": "supports"}, nil); st/100 != 2 {
+		t.Fatalf("r2 attests: %d", st)
+	}
+	if st := call(t, r2, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "note", "body": "Not held back."}, nil); st/100 != 2 {
+		t.Fatalf("open at r2: %d", st)
+	}
+	want, _ := net.Realms[1].Node.Store().Heads()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		heads, _ := r3.Node.Store().Heads()
+		if heads["r2"].Seq == want["r2"].Seq && call(t, r3, "GET", "/api/v1/threads/r2:th_1", nil, nil) == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r3 holds r2 to %d of %d; realms %+v", heads["r2"].Seq, want["r2"].Seq, mustRealms(t, r3))
+		}
+	}
+	if rs := realmOf(t, r3, "r2"); rs.Parked != 1 || rs.Quarantined != "" {
+		t.Fatalf("r3 on r2: %+v", rs)
+	}
+
+	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
+		t.Fatalf("unblock: %d", st)
+	}
+	converge(t, net)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var out claimAnswer
+		if call(t, r3, "GET", "/api/v1/claims/r1:cl_1", nil, &out) == 200 && out.Claim.State == "supported" && len(out.Claim.Attestations) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r3's claim after the unblock: %+v; realms %+v", out, mustRealms(t, r3))
+		}
+	}
+	if rs := realmOf(t, r3, "r2"); rs.Parked != 0 || rs.Waiting != "" {
+		t.Fatalf("r3 on r2 after the unblock: %+v", rs)
+	}
+}

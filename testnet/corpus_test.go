@@ -2,11 +2,16 @@ package testnet
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"relay/realm"
 )
 
 type corpusAgent struct {
@@ -128,10 +133,11 @@ func mustString(v any) string {
 	return string(b)
 }
 
-// TestEarlyEventWaits: an event that refers to another realm's record this
-// realm does not hold yet waits for it (no quarantine), and stores once the
-// record arrives. r3 blocks r1 while r2 appends to r1's conversation.
-func TestEarlyEventWaits(t *testing.T) {
+// TestEarlyEventParks: r3 blocks r1, so it never gets r1's conversation;
+// r2's append to it is stored in r2's chain at r3 all the same, held but
+// not shown, and r2's later events are not held back behind it. Once r3
+// takes r1's events again, the append is shown, after the conversation.
+func TestEarlyEventParks(t *testing.T) {
 	net, err := Start(Config{Realms: 3, Topology: Mesh})
 	if err != nil {
 		t.Fatal(err)
@@ -149,64 +155,155 @@ func TestEarlyEventWaits(t *testing.T) {
 	conv := c["conversation_id"].(string)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, _ := corpusDo(t, "GET", r2.URL+"/messages?conversation_id="+conv, "", nil, nil)
-		if st == 200 {
-			if _, m := corpusDo(t, "GET", r2.URL+"/messages?conversation_id="+conv, "", nil, nil); len(m["messages"].([]any)) == 1 {
-				break
-			}
+		if _, m := corpusDo(t, "GET", r2.URL+"/messages?conversation_id="+conv, "", nil, nil); len(mustList(m, "messages")) == 1 {
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("r2 never held r1's conversation")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	if st, m := a2.write(t, "/appendToConversation/"+conv, map[string]any{"content": "Second."}); st/100 != 2 {
-		t.Fatalf("append at r2: %d %v", st, m)
+	st, appended := a2.write(t, "/appendToConversation/"+conv, map[string]any{"content": "Second."})
+	if st/100 != 2 {
+		t.Fatalf("append at r2: %d %v", st, appended)
 	}
-	// r3 sees r2's append and cannot store it yet: its operator sees why
-	// r2's chain waits, the conversation named.
+	st, later := a2.write(t, "/createConversation", map[string]any{"subject": "Unrelated", "content": "Not held back."})
+	if st/100 != 2 {
+		t.Fatalf("a later conversation at r2: %d %v", st, later)
+	}
+	// r3 holds r2's whole chain and shows the later conversation; its
+	// operator sees that one event waits, for r1's conversation.
 	want, _ := r2.Node.Store().Heads()
 	deadline = time.Now().Add(15 * time.Second)
-	for waiting := false; !waiting; {
-		for _, rs := range mustRealms(t, r3) {
-			if rs.Quarantined != "" {
-				t.Fatalf("r3 quarantined %s: %s", rs.Realm, rs.Quarantined)
+	for {
+		heads, _ := r3.Node.Store().Heads()
+		st := 0
+		if heads["r2"].Seq == want["r2"].Seq {
+			if st, _ = corpusDo(t, "GET", r3.URL+"/conversations/"+later["conversation_id"].(string), "", nil, nil); st == 200 {
+				break
 			}
-			if rs.Realm != "r2" && rs.Waiting != "" {
-				t.Fatalf("r3 on %s: waiting %q", rs.Realm, rs.Waiting)
-			}
-			waiting = waiting || rs.Realm == "r2" && strings.Contains(rs.Waiting, conv)
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("r3 never said that r2's chain waits for r1's conversation")
+			t.Fatalf("r3 holds r2 to %d of %d; the later conversation: %d; realms %+v", heads["r2"].Seq, want["r2"].Seq, st, mustRealms(t, r3))
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond)
 	}
-	if heads, _ := r3.Node.Store().Heads(); heads["r2"].Seq >= want["r2"].Seq {
-		t.Fatal("r3 stored r2's append without r1's conversation")
+	parked := false
+	for _, rs := range mustRealms(t, r3) {
+		if rs.Quarantined != "" {
+			t.Fatalf("r3 quarantined %s: %s", rs.Realm, rs.Quarantined)
+		}
+		if rs.Realm == "r2" {
+			parked = rs.Parked == 1 && strings.Contains(rs.Waiting, conv)
+		} else if rs.Waiting != "" || rs.Parked != 0 {
+			t.Fatalf("r3 on %s: waiting %q, parked %d", rs.Realm, rs.Waiting, rs.Parked)
+		}
 	}
+	if !parked {
+		t.Fatalf("r3 does not say that r2's append waits for r1's conversation: %+v", mustRealms(t, r3))
+	}
+	if st, _ := corpusDo(t, "GET", r3.URL+"/messages/"+appended["message_id"].(string), "", nil, nil); st != 404 {
+		t.Fatalf("r3 shows the append without its conversation: %d", st)
+	}
+
+	// An export of r3 holds the parked event in r2's chain; the import
+	// parks it again. r3 comes back still blocking r1, the event parked.
+	held, _ := r3.Node.Store().Heads()
+	if err := r3.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	ctx := context.Background()
+	if _, err := realm.Export(ctx, realm.ExportConfig{DataDir: r3.Dir, Out: &buf, WithKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "restored")
+	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: dst, In: &buf}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := realm.DefaultConfig()
+	cfg.P2PAddrs, cfg.DataDir = nil, dst
+	n, err := realm.Open(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := n.Store().Heads()
+	parkedThere, _ := n.Store().ParkedEvents(0)
+	n.Close()
+	if !maps.Equal(got, held) || len(parkedThere) != 1 || parkedThere[0].Realm != "r2" || parkedThere[0].Seq != 2 {
+		t.Fatalf("imported heads %v (want %v), parked %+v", got, held, parkedThere)
+	}
+	if err := net.Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	if rs := realmOf(t, r3, "r2"); rs.Parked != 1 {
+		t.Fatalf("r3 restarted, on r2: %+v", rs)
+	}
+
 	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
 		t.Fatalf("unblock: %d", st)
 	}
 	if err := net.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_, list := corpusDo(t, "GET", r3.URL+"/messages?conversation_id="+conv, "", nil, nil)
-	if msgs, _ := list["messages"].([]any); len(msgs) != 2 {
-		t.Fatalf("r3 lists %d messages of the conversation", len(msgs))
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		_, list := corpusDo(t, "GET", r3.URL+"/messages?conversation_id="+conv, "", nil, nil)
+		if msgs := mustList(list, "messages"); len(msgs) == 2 {
+			first, second := msgs[0].(map[string]any), msgs[1].(map[string]any)
+			if first["sequence"].(float64) > second["sequence"].(float64) {
+				first, second = second, first
+			}
+			if first["realm"] != "r1" || second["message_id"] != appended["message_id"] {
+				t.Fatalf("r3's conversation, in sequence order: %v then %v", first, second)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r3 lists %d messages of the conversation", len(mustList(list, "messages")))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
+	for _, rs := range mustRealms(t, r3) {
+		if rs.Parked != 0 || rs.Waiting != "" {
+			t.Fatalf("after the unblock, r3 on %s: waiting %q, parked %d", rs.Realm, rs.Waiting, rs.Parked)
+		}
+	}
+}
+
+// realmOf is r's status of realm name.
+func realmOf(t *testing.T, r *Realm, name string) (rs struct {
+	Realm       string `json:"realm"`
+	Quarantined string `json:"quarantined"`
+	Waiting     string `json:"waiting"`
+	Parked      int    `json:"parked"`
+}) {
+	for _, x := range mustRealms(t, r) {
+		if x.Realm == name {
+			return x
+		}
+	}
+	t.Fatalf("%s does not list realm %s", r.Name, name)
+	return rs
+}
+
+func mustList(m map[string]any, field string) []any {
+	l, _ := m[field].([]any)
+	return l
 }
 
 func mustRealms(t *testing.T, r *Realm) []struct {
 	Realm       string `json:"realm"`
 	Quarantined string `json:"quarantined"`
 	Waiting     string `json:"waiting"`
+	Parked      int    `json:"parked"`
 } {
 	var out struct {
 		Realms []struct {
 			Realm       string `json:"realm"`
 			Quarantined string `json:"quarantined"`
 			Waiting     string `json:"waiting"`
+			Parked      int    `json:"parked"`
 		} `json:"realms"`
 	}
 	call(t, r, "GET", "/api/v1/federation/realms", nil, &out)

@@ -271,6 +271,8 @@ func writeRealms(w io.Writer, out realm.RealmsOut) error {
 			state = "blocked"
 		case r.Quarantined != "":
 			state = "quarantined: " + oneLine(r.Quarantined, 60)
+		case r.Waiting != "" && r.Parked > 0:
+			state = "parked: " + oneLine(r.Waiting, 60)
 		case r.Waiting != "":
 			state = "waiting: " + oneLine(r.Waiting, 60)
 		}
