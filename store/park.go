@@ -203,8 +203,19 @@ func (s *Store) unparkLoop() {
 		case <-s.unparkWake:
 		}
 		s.unparkPass(ctx)
+		// Commits meanwhile ask for one more pass, not one each: events
+		// parked for good (their realm blocked) cost a pass at most this
+		// often however fast other realms' events arrive.
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(unparkEvery):
+		}
 	}
 }
+
+// unparkEvery is the least time between two passes over the parked events.
+const unparkEvery = 100 * time.Millisecond
 
 // unparkPass projects every parked event whose records are held now, in
 // parking order, and goes round again while that projects any: a parked
