@@ -32,14 +32,14 @@ type fedData struct {
 	Behind      int // events seen at peers and not yet held, over every realm
 	Blocked     int
 	Quarantined []map[string]any
-	Waiting     []map[string]any // realms whose next event refers to a record not held here
+	Waiting     []map[string]any // realms with events that refer to a record not held here
 	Conflicts   []map[string]any
 	Equivocs    []map[string]any
 	OwnChain    []map[string]any // this realm's key signing elsewhere
 }
 
 // Attention is how many things need the operator: key conflicts,
-// equivocations, quarantined realms and realms held back.
+// equivocations, quarantined realms and realms with events not shown yet.
 func (d *fedData) Attention() int {
 	return len(d.OwnChain) + len(d.Conflicts) + len(d.Equivocs) + len(d.Quarantined) + len(d.Waiting)
 }
