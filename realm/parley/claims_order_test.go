@@ -450,3 +450,70 @@ func TestClaimFactOfDecisionAnyOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestReplyRefutingUnheldClaimParks: beta's reply into alpha's thread
+// refutes gamma's claim, which this node does not hold yet. Whichever of the
+// reply and alpha's acceptance comes last is parked rather than refused,
+// and once gamma's claim arrives the claim ends as when it came first.
+func TestReplyRefutingUnheldClaimParks(t *testing.T) {
+	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	beta := newChainWriter(t, nil, "beta", 3, nil)
+	gamma := newChainWriter(t, nil, "gamma", 4, nil)
+	ev := []protocol.Evidence{{Kind: "log", Value: "failed"}}
+	board, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	opened, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Fast?", AuthorKind: "llm"})
+	claim, _ := gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	claimed, _ := gamma.sign(evThreadOpened, "carol", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "It is fast.", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "it is fast"}}})
+	reply, replyID := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "refute", Body: "Not fast.", AuthorKind: "llm",
+		Refutes: []string{"gamma:cl_1"}, Evidence: ev})
+	decide, _ := alpha.sign(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: replyID.String()})
+
+	ctx := context.Background()
+	var want []byte
+	for i, order := range [][][]byte{
+		{claim, claimed, board, opened, reply, decide},
+		{board, opened, reply, decide, claim, claimed},
+		{board, opened, decide, reply, claim, claimed},
+	} {
+		s := newTestService(t)
+		if _, err := s.st.EnsureProjections(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for j, raw := range order {
+			if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
+				t.Fatalf("order %d, event %d: %v", i, j, err)
+			}
+			if i > 0 && j == 3 {
+				if p, err := s.st.ParkedEvents(0); err != nil || len(p) != 1 {
+					t.Fatalf("order %d: parked %+v %v", i, p, err)
+				}
+			}
+		}
+		for end := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if p, err := s.st.ParkedEvents(0); err == nil && len(p) == 0 {
+				break
+			} else if time.Now().After(end) {
+				t.Fatalf("order %d: still parked %+v %v", i, p, err)
+			}
+		}
+		var rec []byte
+		err := s.st.View(func(tx *store.Tx) error {
+			var err error
+			rec, err = tx.Get(key(pfxClaim, rid{"gamma", 1}.bytes()))
+			return err
+		})
+		s.st.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(rec, []byte(replyID.String())) && !bytes.Contains(rec, []byte("beta")) {
+			t.Fatalf("order %d: the claim does not hold the refutation:\n%s", i, rec)
+		}
+		if want == nil {
+			want = rec
+		} else if !bytes.Equal(rec, want) {
+			t.Fatalf("order %d stores\n%s\nthe claim first\n%s", i, rec, want)
+		}
+	}
+}

@@ -21,6 +21,7 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		Thread  string   `cbor:"thread"`
 		Claim   string   `cbor:"claim"`
 		Refutes []string `cbor:"refutes,omitempty"`
+		CID     string   `cbor:"cid"` // a decision's reply
 	}
 	switch ev.Type {
 	case evMessagePosted, evThreadState, evThreadPinned, evThreadModerat, evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
@@ -34,14 +35,58 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		return claimHeld(tx, realm, d.Claim)
 	}
 	k, err := protocol.ParseKey(protocol.KeyThread, d.Thread)
-	if err != nil || (k.Realm != "" && k.Realm != realm) {
-		return nil // another realm's thread: not this event's to need
+	if err != nil {
+		return nil
 	}
-	if err := pr.threadHeld(tx, rid{realm, k.N}); err != nil {
+	if k.Realm != "" && k.Realm != realm {
+		// A reply into another realm's thread joins it, refuting what it
+		// refutes, when that realm's word to accept it is held already.
+		if ev.Type != evMessagePosted || !acceptedEarly(tx, se, rid{k.Realm, k.N}) {
+			return nil
+		}
+	} else if err := pr.threadHeld(tx, rid{realm, k.N}); err != nil {
 		return err
 	}
 	for _, r := range d.Refutes {
 		if err := claimHeld(tx, realm, r); err != nil {
+			return err
+		}
+	}
+	if ev.Type == evReplyAccepted {
+		return replyRefutesHeld(tx, d.CID, rid{realm, k.N})
+	}
+	return nil
+}
+
+// acceptedEarly reports whether the thread's realm's acceptance of the
+// reply se is held, kept until the reply arrived.
+func acceptedEarly(tx *store.Tx, se *store.StoredEvent, thread rid) bool {
+	var dec decisionRec
+	ok, err := tx.GetJSON(key(pfxDecision, se.CID.Bytes()), &dec)
+	return err == nil && ok && dec.Accepted && dec.Thread == thread
+}
+
+// replyRefutesHeld checks, for an acceptance of the reply whose event is
+// replyCID, that the claims the reply refutes are held: accepted, it joins
+// the thread and refutes them.
+func replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) error {
+	c, err := protocol.ParseCID(replyCID)
+	if err != nil {
+		return nil
+	}
+	var ref cidRef
+	if ok, err := tx.GetJSON(key(pfxCID, c.Bytes()), &ref); err != nil || !ok {
+		return err // the reply is not held: the word is kept for it
+	}
+	var m messageRec
+	if ok, err := tx.GetJSON(key(pfxMessage, ref.ID.bytes()), &m); err != nil || !ok {
+		return err
+	}
+	if m.Status != ReplyPending || m.Thread != thread {
+		return nil
+	}
+	for _, id := range m.Refutes {
+		if err := held(tx, key(pfxClaim, id.bytes()), "claim %s:cl_%d", id); err != nil {
 			return err
 		}
 	}
