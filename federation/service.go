@@ -174,6 +174,12 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		s.follow(e.Realm)
 	}
 	st.Watch(s.committed)
+	// An event parked for a record it referred to, refused once that came:
+	// its realm broke a rule of the log, as if refused on arrival.
+	st.OnRefused(func(realm protocol.Realm, seq uint64, why string) {
+		s.stats.refused("rule")
+		s.quarantine(realm, fmt.Sprintf("event %d: %s", seq, why))
+	})
 	s.wg.Add(2)
 	go s.publishLoop()
 	go s.dialLoop()

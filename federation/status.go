@@ -97,6 +97,7 @@ type RealmStatus struct {
 	Quarantined string     `json:"quarantined,omitempty" jsonschema:"why its events are no longer taken"`
 	Waiting     string     `json:"waiting,omitempty" jsonschema:"why its next event is held, or why events it holds are not shown yet: they refer to another realm's record not held here (a realm this node blocks or quarantines may hold it)"`
 	Parked      int        `json:"parked,omitempty" jsonschema:"events of its chain held but not shown yet: each refers to a record not held here, and is shown once that arrives"`
+	Refused     string     `json:"refused,omitempty" jsonschema:"an event of its chain held but never shown: it waited for a record, and broke a rule of the log once that came"`
 	KeyPinnedAt *time.Time `json:"descriptor_at,omitempty"`
 }
 
@@ -129,12 +130,19 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 		return nil, err
 	}
 	firstParked := map[protocol.Realm]store.ParkedEvent{}
-	parkedN := map[protocol.Realm]int{}
+	parkedN, refused := map[protocol.Realm]int{}, map[protocol.Realm]store.ParkedEvent{}
 	for _, p := range parked {
-		if parkedN[p.Realm] == 0 {
+		switch {
+		case p.Refused:
+			if _, ok := refused[p.Realm]; !ok {
+				refused[p.Realm] = p
+			}
+		case parkedN[p.Realm] == 0:
 			firstParked[p.Realm] = p
+			fallthrough
+		default:
+			parkedN[p.Realm]++
 		}
-		parkedN[p.Realm]++
 	}
 	out := make([]RealmStatus, 0, len(names))
 	for r := range names {
@@ -158,6 +166,9 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 		if rs.Parked = parkedN[r]; rs.Parked > 0 && rs.Waiting == "" {
 			p := firstParked[r]
 			rs.Waiting = fmt.Sprintf("%d held, not shown yet; event %d, since %s: %s", rs.Parked, p.Seq, p.At.Format(time.RFC3339), p.Why)
+		}
+		if p, ok := refused[r]; ok {
+			rs.Refused = fmt.Sprintf("event %d, held since %s and refused once its records came: %s", p.Seq, p.At.Format(time.RFC3339), p.Why)
 		}
 		s.mu.Unlock()
 		out = append(out, rs)

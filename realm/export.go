@@ -308,7 +308,7 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 				return err
 			}
 			blobs.st = st
-			chunks = restorer{ctx: ctx, st: st}
+			chunks = restorer{ctx: ctx, st: st, origin: origin}
 			return nil
 		},
 		Events: chunks.add,
@@ -328,6 +328,9 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	if err := blobs.flush(ctx); err != nil {
 		return ImportResult{}, err
 	}
+	// An event parked on the way (its records later in the file) is
+	// projected now, before the node's numbering resumes from the records.
+	st.Unpark(ctx)
 	heads, err := st.Heads()
 	if err != nil {
 		return ImportResult{}, err
@@ -419,7 +422,8 @@ const restoreWindow = 2
 type restorer struct {
 	ctx     context.Context
 	st      *store.Store
-	at      uint64 // events handed to the store so far
+	origin  protocol.Realm // the exporting realm: its own events must project
+	at      uint64         // events handed to the store so far
 	pending []pendingChunk
 }
 
@@ -486,6 +490,13 @@ func (r *restorer) halves(after uint64, evs []store.Checked) error {
 	}
 	if len(evs) == 1 || r.ctx.Err() != nil {
 		e := evs[0].Event
+		if len(evs) == 1 && r.ctx.Err() == nil && e.Realm != string(r.origin) && refusedByProjector(err) {
+			// Another realm's event that broke a rule of the log, kept in
+			// its chain unprojected at the exporting node: kept so here.
+			if err := r.st.RestoreRefused(r.ctx, after, evs[0], err.Error()); err == nil {
+				return nil
+			}
+		}
 		return fmt.Errorf("import: storing event %d (%s seq %d): %w", after+1, e.Realm, e.Seq, err)
 	}
 	half := len(evs) / 2
@@ -493,6 +504,18 @@ func (r *restorer) halves(after uint64, evs []store.Checked) error {
 		return err
 	}
 	return r.halves(after+uint64(half), evs[half:])
+}
+
+// refusedByProjector reports whether a Restore error is a projector's
+// refusal of an event, not a fault of the chain, the store or the file.
+func refusedByProjector(err error) bool {
+	for _, e := range []error{store.ErrSequence, store.ErrFailed, store.ErrClosed, store.ErrDependency, protocol.ErrChainBroken,
+		protocol.ErrInvalidEvent, protocol.ErrNonCanonical, context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
 }
 
 // blobBatch stores blobs a few at a time, one op each batch.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -38,7 +39,10 @@ type Dependent interface {
 	Missing(tx *Tx, se *StoredEvent) error
 }
 
-var prefixParked = []byte("x/pk/")
+var (
+	prefixParked  = []byte("x/pk/")
+	prefixRefused = []byte("x/pr/") // parked, its records held, and refused by a projector
+)
 
 // parkCounter numbers parked events (Tx.NextID), in parking order.
 const parkCounter = "store/parked"
@@ -50,9 +54,12 @@ type ParkedEvent struct {
 	Realm protocol.Realm
 	Seq   uint64
 	At    time.Time // when it was parked
-	Why   string    // the record it waits for
-	n     uint64
-	place []byte
+	Why   string    // the record it waits for, or why it was refused
+	// Refused: its records arrived and a projector refused it (it broke a
+	// rule of the log); it stays in its chain, never projected.
+	Refused bool
+	n       uint64
+	place   []byte
 }
 
 func encodeParked(at time.Time, place []byte, why string) []byte {
@@ -67,7 +74,8 @@ func decodeParked(k, v []byte) (ParkedEvent, error) {
 	if len(k) != len(prefixParked)+8 || len(v) < 8 {
 		return ParkedEvent{}, bad
 	}
-	p := ParkedEvent{n: binary.BigEndian.Uint64(k[len(prefixParked):]), At: time.UnixMilli(int64(binary.BigEndian.Uint64(v))).UTC()}
+	p := ParkedEvent{n: binary.BigEndian.Uint64(k[len(prefixParked):]), At: time.UnixMilli(int64(binary.BigEndian.Uint64(v))).UTC(),
+		Refused: bytes.HasPrefix(k, prefixRefused)}
 	l, w := binary.Uvarint(v[8:])
 	if w <= 0 || uint64(len(v)-8-w) < l {
 		return ParkedEvent{}, bad
@@ -113,20 +121,22 @@ func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 	if !errors.Is(err, ErrDependency) {
 		return nil, err
 	}
-	key := tx.link(ev, c)
-	tx.put(key, encodeEventRecord(0, c.Bytes(), raw))
-	n, err2 := tx.NextID(parkCounter)
-	if err2 != nil {
-		return nil, err2
-	}
-	tx.put(parkedKey(n), encodeParked(tx.s.cfg.Now(), eventPlace(key), err.Error()))
-	tx.s.parkGen.Add(1)
-	return se, nil
+	return se, tx.park(se, prefixParked, err.Error())
 }
 
-// errProjected: the parked event was projected meanwhile (its record
-// records a sequence); its parking record only goes.
-var errProjected = errors.New("store: parked event already projected")
+// park links se into its realm's chain without projecting it, and records
+// it under pre (x/pk/, or x/pr/ for one a projector refused) with why.
+func (tx *Tx) park(se *StoredEvent, pre []byte, why string) error {
+	key := tx.link(se.Event, se.CID)
+	tx.put(key, encodeEventRecord(0, se.CID.Bytes(), se.Raw))
+	n, err := tx.NextID(parkCounter)
+	if err != nil {
+		return err
+	}
+	tx.put(join(pre, u64(n)), encodeParked(tx.s.cfg.Now(), eventPlace(key), why))
+	tx.parked++
+	return nil
+}
 
 // unpark projects the parked event p if nothing it refers to is missing any
 // more; otherwise the op fails with an error wrapping ErrDependency.
@@ -152,22 +162,28 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	return se, tx.project(se, key)
 }
 
-// ParkedEvents returns up to limit parked events (all when limit ≤ 0), in
-// the order they were parked.
+// ParkedEvents returns up to limit parked events (all when limit ≤ 0): those
+// waiting, in the order they were parked, then those refused.
 func (s *Store) ParkedEvents(limit int) ([]ParkedEvent, error) {
 	var out []ParkedEvent
 	err := s.View(func(tx *Tx) error {
-		return tx.Iterate(prefixParked, false, func(k, v []byte) error {
-			p, err := decodeParked(k, v)
-			if err != nil {
+		for _, pre := range [][]byte{prefixParked, prefixRefused} {
+			err := tx.Iterate(pre, false, func(k, v []byte) error {
+				p, err := decodeParked(k, v)
+				if err != nil {
+					return err
+				}
+				out = append(out, p)
+				if limit > 0 && len(out) >= limit {
+					return ErrStop
+				}
+				return nil
+			})
+			if err != nil || (limit > 0 && len(out) >= limit) {
 				return err
 			}
-			out = append(out, p)
-			if limit > 0 && len(out) >= limit {
-				return ErrStop
-			}
-			return nil
-		})
+		}
+		return nil
 	})
 	return out, err
 }
@@ -217,6 +233,17 @@ func (s *Store) unparkLoop() {
 // unparkEvery is the least time between two passes over the parked events.
 const unparkEvery = 100 * time.Millisecond
 
+// Unpark projects, before it returns, every parked event whose records are
+// held now (the pass the store otherwise makes in the background after
+// commits). An import makes one before it closes the store, and
+// EnsureProjections before a node serves, so that no event of the node's
+// own realm waits for a pass when its numbering resumes.
+func (s *Store) Unpark(ctx context.Context) {
+	if s.projectorsSet.Load() && s.parkGen.Load() != s.parkedNone.Load() {
+		s.unparkPass(ctx)
+	}
+}
+
 // unparkPass projects every parked event whose records are held now, in
 // parking order, and goes round again while that projects any: a parked
 // event may wait for an earlier one.
@@ -246,9 +273,24 @@ func (s *Store) unparkPass(ctx context.Context) {
 			case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
 				return
 			default:
-				// Its records are held, yet a projector refuses it: it
-				// stays parked, held in the chain, and is tried again.
-				s.log.Warn("store: a parked event does not project", "realm", p.Realm, "seq", p.Seq, "err", err)
+				// Its records are held, and a projector refuses it: it broke
+				// a rule of the log. It stays in its chain, refused, and is
+				// not tried again.
+				s.log.Warn("store: a parked event is refused", "realm", p.Realm, "seq", p.Seq, "err", err)
+				why := err.Error()
+				if _, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+					tx.del(parkedKey(p.n))
+					tx.put(join(prefixRefused, u64(p.n)), encodeParked(p.At, p.place, why))
+					return nil, nil
+				}}); err != nil {
+					return
+				}
+				s.mu.Lock()
+				hooks := slices.Clone(s.refusedHooks)
+				s.mu.Unlock()
+				for _, fn := range hooks {
+					fn(p.Realm, p.Seq, why)
+				}
 			}
 		}
 		if !progress {

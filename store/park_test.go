@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -232,5 +233,158 @@ func TestParkRestore(t *testing.T) {
 	}
 	if err := s.Restore(ctx, 1, nil)(); !errors.Is(err, ErrSequence) {
 		t.Fatalf("a chunk after 1 of 2 events: %v", err)
+	}
+}
+
+// blocker holds the op applying a "t.block" event until release closes,
+// after closing entered.
+type blocker struct{ entered, release chan struct{} }
+
+func (blocker) Prefixes() [][]byte { return [][]byte{[]byte("p/block/")} }
+
+func (b blocker) Apply(_ *Tx, se *StoredEvent) error {
+	if se.Event.Type == "t.block" {
+		close(b.entered)
+		<-b.release
+	}
+	return nil
+}
+
+// TestParkedWhileAPassRuns: a pass that reads the parked events while an op
+// that parks one is in flight finds none; the parking still wakes the next
+// pass once committed, so the event is projected when its record arrives.
+func TestParkedWhileAPassRuns(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.block", "z"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "other"}, [2]string{"t.make", "thing"})
+	bl := blocker{entered: make(chan struct{}), release: make(chan struct{})}
+	s := openTest(t, testConfig(""), needs{}, counter{}, bl)
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := s.IngestChain(ctx, b, verifyWith(bKey)); done <- err }()
+	<-bl.entered // b:1 parked in the op, not committed
+	s.Unpark(ctx)
+	s.unparkPass(ctx)
+	close(bl.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.ParkedEvents(0); len(p) != 1 {
+		t.Fatalf("parked %+v", p)
+	}
+	if _, err := s.Ingest(ctx, x[1], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
+}
+
+// refuser refuses a "t.bad" event once the record it needs is held.
+type refuser struct{ needs }
+
+func (r refuser) Missing(tx *Tx, se *StoredEvent) error {
+	if se.Event.Type != "t.bad" {
+		return nil
+	}
+	k, err := r.record(se)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Get(k); errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %s", ErrDependency, k)
+	} else {
+		return err
+	}
+}
+
+func (r refuser) Apply(tx *Tx, se *StoredEvent) error {
+	if se.Event.Type == "t.bad" {
+		if err := r.Missing(tx, se); err != nil {
+			return err
+		}
+		return errors.New("t.bad breaks a rule")
+	}
+	return r.needs.Apply(tx, se)
+}
+
+// TestParkedThenRefused: a parked event a projector refuses once its record
+// arrives stays in its chain, refused, and is not tried again; an import
+// restores it so (RestoreRefused).
+func TestParkedThenRefused(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	s := openTest(t, testConfig(""), refuser{})
+	told := make(chan string, 1)
+	s.OnRefused(func(realm protocol.Realm, seq uint64, why string) { told <- fmt.Sprintf("%s:%d %s", realm, seq, why) })
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 2 {
+		t.Fatalf("ingest b: %d %v", n, err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 refused", func() bool {
+		p, err := s.ParkedEvents(0)
+		return err == nil && len(p) == 1 && p[0].Refused && strings.Contains(p[0].Why, "breaks a rule")
+	})
+	if got, want := arrival(t, s), []string{"b:2@1", "x:1@2"}; !slices.Equal(got, want) {
+		t.Fatalf("projected %v, want %v", got, want)
+	}
+	if got := <-told; got != "b:1 t.bad breaks a rule" {
+		t.Fatalf("told %q", got)
+	}
+
+	// The export's order, restored into a fresh store: b:1 comes first and
+	// parks; after x:1 it is refused by Restore, and RestoreRefused keeps it.
+	var evs []Checked
+	err := s.View(func(tx *Tx) error {
+		return tx.EachChained(func(se *StoredEvent) error {
+			evs = append(evs, Checked{se.Event, se.CID, se.Raw})
+			return nil
+		})
+	})
+	if err != nil || len(evs) != 3 {
+		t.Fatalf("exported %d: %v", len(evs), err)
+	}
+	dst := openTest(t, testConfig(""), refuser{})
+	if _, err := dst.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Restore(ctx, 0, evs)(); err != nil {
+		t.Fatal(err)
+	}
+	dst.Unpark(ctx)
+	if p, _ := dst.ParkedEvents(0); len(p) != 1 || !p[0].Refused {
+		t.Fatalf("restored, parked %+v", p)
+	}
+	// An import that meets the refusal itself (the record first) keeps the
+	// event with RestoreRefused.
+	dst2 := openTest(t, testConfig(""), refuser{})
+	if _, err := dst2.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst2.Restore(ctx, 0, []Checked{evs[2]})(); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst2.Restore(ctx, 1, evs[:1])(); err == nil || !strings.Contains(err.Error(), "breaks a rule") {
+		t.Fatalf("restoring the refused event: %v", err)
+	}
+	if err := dst2.RestoreRefused(ctx, 1, evs[0], "breaks a rule"); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst2.Restore(ctx, 2, evs[1:2])(); err != nil {
+		t.Fatal(err)
+	}
+	if hs, _ := dst2.Heads(); hs["b"].Seq != 2 {
+		t.Fatalf("b's head %v", hs["b"])
 	}
 }

@@ -231,7 +231,7 @@ func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error)
 	defer func() {
 		if err == nil {
 			s.projectorsSet.Store(true)
-			s.wakeUnpark()
+			s.Unpark(ctx)
 		}
 	}()
 	if bytes.Equal(have, want) && !s.rebuildNeeded.Load() {

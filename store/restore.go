@@ -58,6 +58,26 @@ func (s *Store) Restore(ctx context.Context, after uint64, evs []Checked) (wait 
 	}
 }
 
+// RestoreRefused appends one checked event of another realm, as Restore
+// does, but without projecting it: it is recorded as refused (ParkedEvents),
+// as when a projector refused it where it was exported. An import restores
+// so an event whose Restore a projector refused.
+func (s *Store) RestoreRefused(ctx context.Context, after uint64, e Checked, why string) error {
+	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		if held := tx.held(); held != after {
+			return nil, fmt.Errorf("%w: restore after %d events, the store holds %d", ErrSequence, after, held)
+		}
+		if e.Event.Realm == string(s.cfg.Realm) {
+			return nil, errors.New("store: the node's own events are never refused")
+		}
+		if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
+			return nil, fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
+		}
+		return nil, tx.park(&StoredEvent{Event: e.Event, CID: e.CID, Raw: e.Raw}, prefixRefused, why)
+	}})
+	return err
+}
+
 // EachEvent calls fn for every event the transaction's snapshot holds with
 // node Sequence > after, in Sequence order, until fn returns an error
 // (ErrStop ends it quietly). Meant for a View: one consistent snapshot

@@ -106,13 +106,14 @@ type Store struct {
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
 	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
 
-	mu         sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
-	closed     bool
-	inflight   sync.WaitGroup // calls that may still touch db or send on ops
-	projectors []Projector
-	watchers   []func([]*StoredEvent)
-	closeOnce  sync.Once
-	closeErr   error
+	mu           sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
+	closed       bool
+	inflight     sync.WaitGroup // calls that may still touch db or send on ops
+	projectors   []Projector
+	watchers     []func([]*StoredEvent)
+	refusedHooks []func(protocol.Realm, uint64, string)
+	closeOnce    sync.Once
+	closeErr     error
 
 	headsMu sync.RWMutex
 	heads   map[string]protocol.Head // committed heads; written only by the writer
@@ -382,6 +383,15 @@ func (s *Store) Watch(fn func([]*StoredEvent)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.watchers = append(s.watchers, fn)
+}
+
+// OnRefused registers fn to be told of a parked event that a projector
+// refused once its records arrived (park.go): its realm broke a rule of the
+// log. fn runs on the goroutine that tries parked events again.
+func (s *Store) OnRefused(fn func(realm protocol.Realm, seq uint64, why string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refusedHooks = append(s.refusedHooks, fn)
 }
 
 func (s *Store) watcherList() []func([]*StoredEvent) {

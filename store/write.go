@@ -202,12 +202,21 @@ func (s *Store) commitTxn(txn *badger.Txn, rec *record) error {
 func (s *Store) done(ops []*op) {
 	s.publish(ops)
 	var added []*StoredEvent
+	parked := 0
 	for _, o := range ops {
 		if o.tx != nil {
 			added = append(added, o.tx.added...)
+			parked += o.tx.parked
 		}
 		o.tx = nil
 		o.done <- o.res
+	}
+	if parked > 0 {
+		// Counted once committed, so that a pass that read the count
+		// before its snapshot sees every parking it counts; and a record
+		// committed while they were in flight may be what they wait for.
+		s.parkGen.Add(uint64(parked))
+		s.wakeUnpark()
 	}
 	if len(added) > 0 {
 		for _, w := range s.watcherList() {

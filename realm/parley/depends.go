@@ -24,15 +24,23 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		CID     string   `cbor:"cid"` // a decision's reply
 	}
 	switch ev.Type {
-	case evMessagePosted, evThreadState, evThreadPinned, evThreadModerat, evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
+	case evThreadOpened, evMessagePosted, evThreadState, evThreadPinned, evThreadModerat, evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
 		if protocol.DecodeDataFields(ev.Data, &d) != nil {
 			return nil // Apply says what is wrong
 		}
 	default:
 		return nil
 	}
-	if ev.Type == evClaimAttested || ev.Type == evClaimSealed {
+	switch ev.Type {
+	case evClaimSealed:
+		if k, err := protocol.ParseKey(protocol.KeyClaim, d.Claim); err != nil || (k.Realm != "" && k.Realm != realm) {
+			return nil // not its realm's claim to seal: Apply refuses it
+		}
 		return claimHeld(tx, realm, d.Claim)
+	case evClaimAttested:
+		return claimHeld(tx, realm, d.Claim)
+	case evThreadOpened:
+		return refutesHeld(tx, realm, d.Refutes)
 	}
 	k, err := protocol.ParseKey(protocol.KeyThread, d.Thread)
 	if err != nil {
@@ -47,13 +55,21 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	} else if err := pr.threadHeld(tx, rid{realm, k.N}); err != nil {
 		return err
 	}
-	for _, r := range d.Refutes {
-		if err := claimHeld(tx, realm, r); err != nil {
-			return err
-		}
+	if err := refutesHeld(tx, realm, d.Refutes); err != nil {
+		return err
 	}
 	if ev.Type == evReplyAccepted {
 		return replyRefutesHeld(tx, d.CID, rid{realm, k.N})
+	}
+	return nil
+}
+
+// refutesHeld checks that the claims a message of realm refutes are held.
+func refutesHeld(tx *store.Tx, realm protocol.Realm, refutes []string) error {
+	for _, r := range refutes {
+		if err := claimHeld(tx, realm, r); err != nil {
+			return err
+		}
 	}
 	return nil
 }
