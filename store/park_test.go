@@ -34,8 +34,11 @@ func (needs) record(se *StoredEvent) ([]byte, error) {
 	return join(needsPrefix, []byte(d.Body)), nil
 }
 
-func (n needs) Missing(tx *Tx, se *StoredEvent) error {
-	if se.Event.Type != "t.need" {
+func (n needs) Missing(tx *Tx, se *StoredEvent) error { return n.missingFor("t.need", tx, se) }
+
+// missingFor is Missing for events of type typ.
+func (n needs) missingFor(typ string, tx *Tx, se *StoredEvent) error {
+	if se.Event.Type != typ {
 		return nil
 	}
 	k, err := n.record(se)
@@ -287,20 +290,7 @@ func TestParkedWhileAPassRuns(t *testing.T) {
 // refuser refuses a "t.bad" event once the record it needs is held.
 type refuser struct{ needs }
 
-func (r refuser) Missing(tx *Tx, se *StoredEvent) error {
-	if se.Event.Type != "t.bad" {
-		return nil
-	}
-	k, err := r.record(se)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.Get(k); errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("%w: %s", ErrDependency, k)
-	} else {
-		return err
-	}
-}
+func (r refuser) Missing(tx *Tx, se *StoredEvent) error { return r.missingFor("t.bad", tx, se) }
 
 func (r refuser) Apply(tx *Tx, se *StoredEvent) error {
 	if se.Event.Type == "t.bad" {
