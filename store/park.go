@@ -212,26 +212,36 @@ func (s *Store) unparkLoop() {
 		case <-ctx.Done():
 		}
 	}()
+	rest := unparkEvery
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.unparkWake:
 		}
-		s.unparkPass(ctx)
 		// Commits meanwhile ask for one more pass, not one each: events
-		// parked for good (their realm blocked) cost a pass at most this
-		// often however fast other realms' events arrive.
+		// parked for good (their realm blocked) cost a pass at most every
+		// rest however fast other realms' events arrive, and rest grows
+		// while passes project nothing.
+		if s.unparkPass(ctx) {
+			rest = unparkEvery
+		} else {
+			rest = min(2*rest, unparkIdle)
+		}
 		select {
 		case <-s.stop:
 			return
-		case <-time.After(unparkEvery):
+		case <-time.After(rest):
 		}
 	}
 }
 
-// unparkEvery is the least time between two passes over the parked events.
-const unparkEvery = 100 * time.Millisecond
+// A pass over the parked events follows the one before after unparkEvery,
+// or up to unparkIdle after passes that projected nothing.
+const (
+	unparkEvery = 100 * time.Millisecond
+	unparkIdle  = 2 * time.Second
+)
 
 // Unpark projects, before it returns, every parked event whose records are
 // held now (the pass the store otherwise makes in the background after
@@ -246,8 +256,8 @@ func (s *Store) Unpark(ctx context.Context) {
 
 // unparkPass projects every parked event whose records are held now, in
 // parking order, and goes round again while that projects any: a parked
-// event may wait for an earlier one.
-func (s *Store) unparkPass(ctx context.Context) {
+// event may wait for an earlier one. It reports whether it projected any.
+func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 	for {
 		gen := s.parkGen.Load()
 		ready, parked, err := s.readyParked()
@@ -296,6 +306,7 @@ func (s *Store) unparkPass(ctx context.Context) {
 		if !progress {
 			return
 		}
+		projected = true
 	}
 }
 
