@@ -16,6 +16,7 @@ var (
 	pfxBlock      = []byte("l/fed/block/")    // realm → block record
 	pfxQuarantine = []byte("l/fed/quar/")     // realm → why its events are no longer taken
 	pfxAcked      = []byte("l/fed/acked/")    // realm → the equivocation evidence the operator lifted a quarantine over
+	pfxRefused    = []byte("l/fed/refused/")  // realm \0 seq → a parked event refused, its realm quarantined for it
 )
 
 func fkey(pfx []byte, parts ...string) []byte {

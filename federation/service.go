@@ -176,10 +176,10 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	st.Watch(s.committed)
 	// An event parked for a record it referred to, refused once that came:
 	// its realm broke a rule of the log, as if refused on arrival.
-	st.OnRefused(func(realm protocol.Realm, seq uint64, why string) {
-		s.stats.refused("rule")
-		s.quarantine(realm, fmt.Sprintf("event %d: %s", seq, why))
-	})
+	st.OnRefused(s.refusedParked)
+	if err := s.refusedWhileAway(); err != nil {
+		s.log.Warn("federation: parked events refused before start", "err", err)
+	}
 	s.wg.Add(2)
 	go s.publishLoop()
 	go s.dialLoop()

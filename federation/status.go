@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -454,4 +455,47 @@ func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine pro
 		return // the peer's head was not the event it sent
 	}
 	s.alarm(OwnChainAlarm{Kind: kind, Seq: seq, CID: c.String(), Peer: p.String(), At: time.Now().UTC(), Detail: detail})
+}
+
+// refusedParked quarantines the realm of an event parked for a record it
+// referred to and refused once that came: the realm broke a rule of the
+// log, as if the event had been refused on arrival. It is noted, so that
+// a quarantine the operator lifts is not laid again at the next start.
+func (s *Service) refusedParked(realm protocol.Realm, seq uint64, why string) {
+	s.stats.refused("rule")
+	s.quarantine(realm, fmt.Sprintf("event %d: %s", seq, why))
+	if err := putLocal(s.ctx, s.st, fkey(pfxRefused, string(realm), strconv.FormatUint(seq, 10)), []byte{}); err != nil {
+		s.log.Warn("federation: note a refused event", "realm", realm, "seq", seq, "err", err)
+	}
+}
+
+// refusedWhileAway quarantines for the parked events refused while the
+// federation was not running (on a start, by an import) and not noted yet.
+func (s *Service) refusedWhileAway() error {
+	parked, err := s.st.ParkedEvents(0)
+	if err != nil {
+		return err
+	}
+	for _, p := range parked {
+		if !p.Refused {
+			continue
+		}
+		k := fkey(pfxRefused, string(p.Realm), strconv.FormatUint(p.Seq, 10))
+		noted := false
+		err := s.st.View(func(tx *store.Tx) error {
+			_, err := tx.Get(k)
+			noted = err == nil
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if !noted {
+			s.refusedParked(p.Realm, p.Seq, p.Why)
+		}
+	}
+	return nil
 }

@@ -490,7 +490,7 @@ func (r *restorer) halves(after uint64, evs []store.Checked) error {
 	}
 	if len(evs) == 1 || r.ctx.Err() != nil {
 		e := evs[0].Event
-		if len(evs) == 1 && r.ctx.Err() == nil && e.Realm != string(r.origin) && refusedByProjector(err) {
+		if len(evs) == 1 && r.ctx.Err() == nil && e.Realm != string(r.origin) && store.IsRefusal(err) {
 			// Another realm's event that broke a rule of the log, kept in
 			// its chain unprojected at the exporting node: kept so here.
 			if err := r.st.RestoreRefused(r.ctx, after, evs[0], err.Error()); err == nil {
@@ -504,18 +504,6 @@ func (r *restorer) halves(after uint64, evs []store.Checked) error {
 		return err
 	}
 	return r.halves(after+uint64(half), evs[half:])
-}
-
-// refusedByProjector reports whether a Restore error is a projector's
-// refusal of an event, not a fault of the chain, the store or the file.
-func refusedByProjector(err error) bool {
-	for _, e := range []error{store.ErrSequence, store.ErrFailed, store.ErrClosed, store.ErrDependency, protocol.ErrChainBroken,
-		protocol.ErrInvalidEvent, protocol.ErrNonCanonical, context.Canceled, context.DeadlineExceeded} {
-		if errors.Is(err, e) {
-			return false
-		}
-	}
-	return true
 }
 
 // blobBatch stores blobs a few at a time, one op each batch.

@@ -375,14 +375,18 @@ type committer struct {
 	// committed or not. Trusted only while the store has not failed.
 	seq   uint64
 	heads map[string]protocol.Head
+	// waiting counts each realm's parked events not yet projected nor
+	// refused (x/pk/), as every op kept so far left them.
+	waiting map[string]int
 }
 
 func newCommitter(s *Store) *committer {
 	c := &committer{
-		s:     s,
-		snap:  s.db.NewTransaction(false),
-		seq:   s.seq.Load(),
-		heads: maps.Clone(s.heads),
+		s:       s,
+		snap:    s.db.NewTransaction(false),
+		seq:     s.seq.Load(),
+		heads:   maps.Clone(s.heads),
+		waiting: s.waitingAtOpen,
 	}
 	c.cur = c.newBatch()
 	return c
@@ -577,7 +581,7 @@ func (s *Store) runExclusive(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("store: exclusive op panicked", "panic", r, "stack", string(debug.Stack()))
-			err = fmt.Errorf("store: panic: %v", r)
+			err = fmt.Errorf("%w: %v", errPanic, r)
 		}
 	}()
 	return fn()
@@ -587,7 +591,7 @@ func (s *Store) runOp(o *op, tx *Tx) (ev *StoredEvent, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.log.Error("store: op panicked", "panic", r, "stack", string(debug.Stack()))
-			ev, err = nil, fmt.Errorf("store: panic: %v", r)
+			ev, err = nil, fmt.Errorf("%w: %v", errPanic, r)
 		}
 		if err != nil {
 			tx.end(false) // what is left of them
@@ -654,5 +658,10 @@ func (c *committer) run(o *op) {
 	c.seq = tx.seq
 	for r, h := range tx.heads {
 		c.heads[r] = h
+	}
+	for r, d := range tx.waitDelta {
+		if c.waiting[r] += d; c.waiting[r] <= 0 {
+			delete(c.waiting, r)
+		}
 	}
 }

@@ -44,4 +44,10 @@ var (
 	// ErrReservedKey is returned by Set and Delete of a key under e/, m/ or x/:
 	// the store alone writes the log, its meta and the evidence.
 	ErrReservedKey = errors.New("store: reserved key")
+
+	// errPanic wraps a panic an op or exclusive op recovered from.
+	errPanic = errors.New("store: panic")
+	// errFault wraps what the store refuses of an op that Badger would
+	// refuse: a key under Badger's prefix, a value too large.
+	errFault = errors.New("store")
 )

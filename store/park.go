@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"relay/protocol"
@@ -17,15 +18,19 @@ import (
 // Parking. An event of another realm may refer to a record this node does
 // not hold: a claim it attests, a conversation it appends to, messages it
 // relates. The record may be on its way, or never come (its realm is
-// blocked or quarantined here). Were the event refused until then, every
-// later event of its realm would wait behind it. So the event is parked
-// instead: stored in its realm's chain (the head moves on, the node serves
-// it to peers), but not projected and given no node sequence. When a later
+// blocked or quarantined here). Were the event refused until then, its
+// realm's chain would stop there: not stored, not served, fetched again and
+// again. So the event is parked instead: stored in its realm's chain (the
+// head moves on, the node serves it to peers), but not projected and given
+// no node sequence; the realm's later events are parked behind it, since
+// projectors fold a realm's events in its chain's order. When a later
 // commit brings events of other realms, the store tries the parked events
 // again, in the order they were parked, and projects each one whose records
 // have arrived at the next node sequence, as if it arrived then: arrival
 // order (e/n/) stays an order in which every event's records come before
-// it, so Rebuild replays it as it was.
+// it, and each realm's events in chain order, so Rebuild replays it as it
+// was, and an export (EachChained) is in arrival order but for the events
+// still parked, which come last.
 //
 //	x/pk/<n 8 BE> → parked at (unix ms, 8 BE) ‖ place length (uvarint) ‖ place ‖ why
 
@@ -112,8 +117,15 @@ func missing(tx *Tx, projectors []Projector, se *StoredEvent) error {
 
 // ingestEvent stores a checked event of the log: projected at the next
 // node sequence, or parked when a record it refers to is not held.
+//
+// A realm's events are projected in the order of its chain, as projectors
+// expect (a thread's state follows its realm's events in order): while an
+// earlier event of the realm waits, a later one waits behind it.
 func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEvent, error) {
 	se := &StoredEvent{Event: ev, CID: c, Raw: raw}
+	if n := tx.waiting(ev.Realm); n > 0 {
+		return se, tx.park(se, prefixParked, fmt.Sprintf("after %d earlier event(s) of %s not shown yet", n, ev.Realm))
+	}
 	err := missing(tx, tx.b.projectors, se)
 	if err == nil {
 		return tx.appendEvent(ev, c, raw)
@@ -122,6 +134,16 @@ func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 		return nil, err
 	}
 	return se, tx.park(se, prefixParked, err.Error())
+}
+
+// waiting is how many events of realm wait parked, as the op sees it.
+func (tx *Tx) waiting(realm string) int { return tx.c.waiting[realm] + tx.waitDelta[realm] }
+
+func (tx *Tx) addWaiting(realm string, d int) {
+	if tx.waitDelta == nil {
+		tx.waitDelta = make(map[string]int, 1)
+	}
+	tx.waitDelta[realm] += d
 }
 
 // park links se into its realm's chain without projecting it, and records
@@ -135,12 +157,20 @@ func (tx *Tx) park(se *StoredEvent, pre []byte, why string) error {
 	}
 	tx.put(join(pre, u64(n)), encodeParked(tx.s.cfg.Now(), eventPlace(key), why))
 	tx.parked++
+	if bytes.Equal(pre, prefixParked) {
+		tx.addWaiting(se.Event.Realm, 1)
+	}
 	return nil
 }
 
 // unpark projects the parked event p if nothing it refers to is missing any
 // more; otherwise the op fails with an error wrapping ErrDependency.
 func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
+	if _, err := tx.Get(parkedKey(p.n)); errors.Is(err, ErrNotFound) {
+		return nil, nil // projected or refused meanwhile
+	} else if err != nil {
+		return nil, err
+	}
 	key := placeKey(p.place)
 	v, err := tx.Get(key)
 	if err != nil {
@@ -151,6 +181,7 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 		return nil, err
 	}
 	tx.del(parkedKey(p.n))
+	tx.addWaiting(string(p.Realm), -1)
 	if se.Sequence != 0 {
 		return nil, nil
 	}
@@ -258,6 +289,8 @@ func (s *Store) Unpark(ctx context.Context) {
 // parking order, and goes round again while that projects any: a parked
 // event may wait for an earlier one. It reports whether it projected any.
 func (s *Store) unparkPass(ctx context.Context) (projected bool) {
+	s.unparkMu.Lock() // the loop's pass and a synchronous Unpark, one at a time
+	defer s.unparkMu.Unlock()
 	for {
 		gen := s.parkGen.Load()
 		ready, parked, err := s.readyParked()
@@ -274,14 +307,23 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 			return
 		}
 		progress := false
+		stopped := map[protocol.Realm]bool{}
 		for _, p := range ready {
+			if stopped[p.Realm] {
+				continue
+			}
 			_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) { return tx.unpark(p) }})
 			switch {
 			case err == nil:
 				progress = true
 			case errors.Is(err, ErrDependency):
+				stopped[p.Realm] = true
 			case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
 				return
+			case !IsRefusal(err):
+				// A fault, not the event's: it stays parked, tried again.
+				s.log.Warn("store: projecting a parked event", "realm", p.Realm, "seq", p.Seq, "err", err)
+				stopped[p.Realm] = true
 			default:
 				// Its records are held, and a projector refuses it: it broke
 				// a rule of the log. It stays in its chain, refused, and is
@@ -289,10 +331,17 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 				s.log.Warn("store: a parked event is refused", "realm", p.Realm, "seq", p.Seq, "err", err)
 				why := err.Error()
 				if _, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+					if _, err := tx.Get(parkedKey(p.n)); err != nil {
+						return nil, err // gone meanwhile, or a read fault
+					}
 					tx.del(parkedKey(p.n))
+					tx.addWaiting(string(p.Realm), -1)
 					tx.put(join(prefixRefused, u64(p.n)), encodeParked(p.At, p.place, why))
 					return nil, nil
 				}}); err != nil {
+					if errors.Is(err, ErrNotFound) {
+						continue
+					}
 					return
 				}
 				s.mu.Lock()
@@ -328,7 +377,13 @@ func (s *Store) readyParked() (ready []ParkedEvent, parked int, err error) {
 			return err
 		}
 		parked = len(all)
+		// A realm's events are parked in chain order; the first that still
+		// waits holds back the realm's later ones.
+		held := map[protocol.Realm]bool{}
 		for _, p := range all {
+			if held[p.Realm] {
+				continue
+			}
 			v, err := tx.Get(placeKey(p.place))
 			if err != nil {
 				return err
@@ -339,6 +394,8 @@ func (s *Store) readyParked() (ready []ParkedEvent, parked int, err error) {
 			}
 			if se.Sequence != 0 || missing(tx, projectors, se) == nil {
 				ready = append(ready, p)
+			} else {
+				held[p.Realm] = true
 			}
 		}
 		return nil
@@ -391,4 +448,22 @@ func (tx *Tx) EachChained(fn func(*StoredEvent) error) error {
 		}
 	}
 	return nil
+}
+
+// IsRefusal reports whether err, from an op that stored, restored or
+// unparked an event, is a projector's refusal of the event (a rule of the
+// log it breaks) rather than a fault: of the store, a read, a size, a
+// panic, the chain, or a record not held.
+func IsRefusal(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, e := range []error{ErrDependency, ErrClosed, ErrFailed, ErrSequence, ErrReservedKey, ErrReadOnly, ErrNotFound,
+		errPanic, errFault, badger.ErrTxnTooBig, protocol.ErrChainBroken, protocol.ErrInvalidEvent, protocol.ErrNonCanonical,
+		context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
 }

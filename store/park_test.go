@@ -114,14 +114,17 @@ func arrival(t testing.TB, s *Store) []string {
 }
 
 // TestPark: an event that refers to a record not held is stored in its
-// realm's chain without blocking it, projected once the record arrives,
-// at the sequence it then gets, and kept parked across a restart.
+// realm's chain without blocking it, and so are the realm's later events,
+// which wait behind it; other realms go on. Once the record arrives they
+// are projected in their chain's order, at the sequences they then get.
+// Parked events are kept across a restart.
 func TestPark(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	bKey, xKey := testKey(2), testKey(3)
+	bKey, xKey, yKey := testKey(2), testKey(3), testKey(4)
 	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.make", "other"}, [2]string{"t.need", "other"})
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	y := realmChain(t, "y", yKey, [2]string{"t.make", "else"})
 
 	s := openTest(t, testConfig(dir), needs{}, counter{})
 	if _, err := s.EnsureProjections(ctx); err != nil {
@@ -131,21 +134,22 @@ func TestPark(t *testing.T) {
 	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 3 {
 		t.Fatalf("ingest b: %d %v", n, err)
 	}
+	if _, err := s.Ingest(ctx, y[0], verifyWith(yKey)); err != nil {
+		t.Fatal(err)
+	}
 	if hs, err := s.Heads(); err != nil || hs["b"].Seq != 3 {
 		t.Fatalf("b's head %v %v", hs, err)
 	}
-	if got, want := arrival(t, s), []string{"b:2@1", "b:3@2"}; !slices.Equal(got, want) {
+	if got, want := arrival(t, s), []string{"y:1@1"}; !slices.Equal(got, want) {
 		t.Fatalf("projected %v, want %v", got, want)
 	}
 	parked, err := s.ParkedEvents(0)
-	if err != nil || len(parked) != 1 || parked[0].Realm != "b" || parked[0].Seq != 1 || parked[0].Why == "" {
+	if err != nil || len(parked) != 3 || parked[0].Realm != "b" || parked[0].Seq != 1 || !strings.Contains(parked[0].Why, "p/needs/thing") ||
+		parked[2].Seq != 3 || !strings.Contains(parked[2].Why, "earlier event") {
 		t.Fatalf("parked %+v %v", parked, err)
 	}
 	if se, err := s.EventAt("b", 1); err != nil || se.Sequence != 0 {
 		t.Fatalf("the parked event: %+v %v", se, err)
-	}
-	if c := counts(t, s); c["t.need"] != 1 {
-		t.Fatalf("counted %v", c)
 	}
 
 	// Held across a restart, and a duplicate of it is a duplicate.
@@ -159,26 +163,23 @@ func TestPark(t *testing.T) {
 	if _, err := s.EnsureProjections(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if parked, _ := s.ParkedEvents(0); len(parked) != 1 {
+	if parked, _ := s.ParkedEvents(0); len(parked) != 3 {
 		t.Fatalf("after the restart, parked %+v", parked)
 	}
 
-	// x's record arrives: the parked event is projected after it.
+	// x's record arrives: b's events are projected after it, in order.
 	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the parked event to be projected", func() bool {
+	waitFor(t, "the parked events to be projected", func() bool {
 		p, err := s.ParkedEvents(0)
 		return err == nil && len(p) == 0
 	})
-	if got, want := arrival(t, s), []string{"b:2@1", "b:3@2", "x:1@3", "b:1@4"}; !slices.Equal(got, want) {
+	if got, want := arrival(t, s), []string{"y:1@1", "x:1@2", "b:1@3", "b:2@4", "b:3@5"}; !slices.Equal(got, want) {
 		t.Fatalf("projected %v, want %v", got, want)
 	}
-	if c := counts(t, s); c["t.need"] != 2 || c["t.make"] != 2 {
+	if c := counts(t, s); c["t.need"] != 2 || c["t.make"] != 3 {
 		t.Fatalf("counted %v", c)
-	}
-	if se, err := s.EventAt("b", 1); err != nil || se.Sequence != 4 {
-		t.Fatalf("the event once projected: %+v %v", se, err)
 	}
 
 	// An export's order keeps every chain in seq order.
@@ -189,7 +190,7 @@ func TestPark(t *testing.T) {
 			return nil
 		})
 	})
-	if want := []string{"b:1", "b:2", "b:3", "x:1"}; err != nil || !slices.Equal(order, want) {
+	if want := []string{"y:1", "x:1", "b:1", "b:2", "b:3"}; err != nil || !slices.Equal(order, want) {
 		t.Fatalf("chained order %v %v, want %v", order, err, want)
 	}
 
@@ -228,10 +229,10 @@ func TestParkRestore(t *testing.T) {
 	if err := second(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := arrival(t, s), []string{"b:2@1"}; !slices.Equal(got, want) {
-		t.Fatalf("projected %v, want %v", got, want)
+	if got := arrival(t, s); len(got) != 0 {
+		t.Fatalf("projected %v", got)
 	}
-	if p, _ := s.ParkedEvents(0); len(p) != 1 || p[0].Seq != 1 {
+	if p, _ := s.ParkedEvents(0); len(p) != 2 || p[0].Seq != 1 || p[1].Seq != 2 {
 		t.Fatalf("parked %+v", p)
 	}
 	if err := s.Restore(ctx, 1, nil)(); !errors.Is(err, ErrSequence) {
@@ -258,30 +259,35 @@ func (b blocker) Apply(_ *Tx, se *StoredEvent) error {
 // pass once committed, so the event is projected when its record arrives.
 func TestParkedWhileAPassRuns(t *testing.T) {
 	ctx := context.Background()
-	bKey, xKey := testKey(2), testKey(3)
-	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.block", "z"})
-	x := realmChain(t, "x", xKey, [2]string{"t.make", "other"}, [2]string{"t.make", "thing"})
+	bKey, xKey, yKey := testKey(2), testKey(3), testKey(4)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"})
+	y := realmChain(t, "y", yKey, [2]string{"t.block", "z"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
 	bl := blocker{entered: make(chan struct{}), release: make(chan struct{})}
 	s := openTest(t, testConfig(""), needs{}, counter{}, bl)
 	if _, err := s.EnsureProjections(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
-		t.Fatal(err)
+	// One op (as an import's chunk) parks b:1, then holds in y:1's Apply.
+	var evs []Checked
+	for _, raw := range [][]byte{b[0], y[0]} {
+		ev, c, err := protocol.DecodeEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, Checked{ev, c, raw})
 	}
-	done := make(chan error, 1)
-	go func() { _, err := s.IngestChain(ctx, b, verifyWith(bKey)); done <- err }()
-	<-bl.entered // b:1 parked in the op, not committed
-	s.Unpark(ctx)
-	s.unparkPass(ctx)
+	wait := s.Restore(ctx, 0, evs)
+	<-bl.entered
+	s.unparkPass(ctx) // finds nothing committed
 	close(bl.release)
-	if err := <-done; err != nil {
+	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := s.ParkedEvents(0); len(p) != 1 {
 		t.Fatalf("parked %+v", p)
 	}
-	if _, err := s.Ingest(ctx, x[1], verifyWith(xKey)); err != nil {
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
@@ -326,15 +332,16 @@ func TestParkedThenRefused(t *testing.T) {
 		p, err := s.ParkedEvents(0)
 		return err == nil && len(p) == 1 && p[0].Refused && strings.Contains(p[0].Why, "breaks a rule")
 	})
-	if got, want := arrival(t, s), []string{"b:2@1", "x:1@2"}; !slices.Equal(got, want) {
+	if got, want := arrival(t, s), []string{"x:1@1", "b:2@2"}; !slices.Equal(got, want) {
 		t.Fatalf("projected %v, want %v", got, want)
 	}
 	if got := <-told; got != "b:1 t.bad breaks a rule" {
 		t.Fatalf("told %q", got)
 	}
 
-	// The export's order, restored into a fresh store: b:1 comes first and
-	// parks; after x:1 it is refused by Restore, and RestoreRefused keeps it.
+	// The export's order (x:1 b:1 b:2), restored into a fresh store: the
+	// projector refuses b:1, and RestoreRefused keeps it so, as an import
+	// does once it has the refused event alone.
 	var evs []Checked
 	err := s.View(func(tx *Tx) error {
 		return tx.EachChained(func(se *StoredEvent) error {
@@ -342,37 +349,27 @@ func TestParkedThenRefused(t *testing.T) {
 			return nil
 		})
 	})
-	if err != nil || len(evs) != 3 {
+	if err != nil || len(evs) != 3 || evs[1].Event.Realm != "b" || evs[1].Event.Seq != 1 {
 		t.Fatalf("exported %d: %v", len(evs), err)
 	}
-	dst := openTest(t, testConfig(""), refuser{})
-	if _, err := dst.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := dst.Restore(ctx, 0, evs)(); err != nil {
-		t.Fatal(err)
-	}
-	dst.Unpark(ctx)
-	if p, _ := dst.ParkedEvents(0); len(p) != 1 || !p[0].Refused {
-		t.Fatalf("restored, parked %+v", p)
-	}
-	// An import that meets the refusal itself (the record first) keeps the
-	// event with RestoreRefused.
 	dst2 := openTest(t, testConfig(""), refuser{})
 	if _, err := dst2.EnsureProjections(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst2.Restore(ctx, 0, []Checked{evs[2]})(); err != nil {
+	if err := dst2.Restore(ctx, 0, evs)(); err == nil || !strings.Contains(err.Error(), "breaks a rule") {
+		t.Fatalf("restoring the export whole: %v", err)
+	}
+	if err := dst2.Restore(ctx, 0, evs[:1])(); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst2.Restore(ctx, 1, evs[:1])(); err == nil || !strings.Contains(err.Error(), "breaks a rule") {
-		t.Fatalf("restoring the refused event: %v", err)
-	}
-	if err := dst2.RestoreRefused(ctx, 1, evs[0], "breaks a rule"); err != nil {
+	if err := dst2.RestoreRefused(ctx, 1, evs[1], "breaks a rule"); err != nil {
 		t.Fatal(err)
 	}
-	if err := dst2.Restore(ctx, 2, evs[1:2])(); err != nil {
+	if err := dst2.Restore(ctx, 2, evs[2:])(); err != nil {
 		t.Fatal(err)
+	}
+	if p, _ := dst2.ParkedEvents(0); len(p) != 1 || !p[0].Refused {
+		t.Fatalf("restored, parked %+v", p)
 	}
 	if hs, _ := dst2.Heads(); hs["b"].Seq != 2 {
 		t.Fatalf("b's head %v", hs["b"])

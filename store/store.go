@@ -127,6 +127,8 @@ type Store struct {
 	projectorsSet atomic.Bool   // EnsureProjections ran: passes may project
 	unparkWake    chan struct{} // buffered 1: a pass is due
 	unparkDone    chan struct{}
+	unparkMu      sync.Mutex     // one pass at a time
+	waitingAtOpen map[string]int // x/pk/ by realm, for the committer's count
 
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
@@ -336,9 +338,15 @@ func (s *Store) load() error {
 			s.rebuildNeeded.Store(true)
 			s.log.Warn("store: an interrupted rebuild left projections incomplete; run Rebuild")
 		}
-		err = tx.Iterate(prefixParked, false, func([]byte, []byte) error {
+		s.waitingAtOpen = map[string]int{}
+		err = tx.Iterate(prefixParked, false, func(k, v []byte) error {
+			p, err := decodeParked(k, v)
+			if err != nil {
+				return err
+			}
 			s.parkGen.Store(1)
-			return ErrStop
+			s.waitingAtOpen[string(p.Realm)]++
+			return nil
 		})
 		if err != nil {
 			return err

@@ -39,10 +39,11 @@ type Tx struct {
 
 	// The op's moves of the node sequence and realm heads, published only if
 	// the op is kept and its batch commits.
-	seq    uint64
-	heads  map[string]protocol.Head
-	added  []*StoredEvent // events the op appended, in order
-	parked int            // events the op parked (park.go)
+	seq       uint64
+	heads     map[string]protocol.Head
+	added     []*StoredEvent // events the op appended, in order
+	parked    int            // events the op parked (park.go)
+	waitDelta map[string]int // its change of the committer's waiting counts
 
 	finally []func(ok bool) error  // see Finally
 	first   [1]func(ok bool) error // finally's first, without an allocation

@@ -298,9 +298,9 @@ func (s *Store) fits(tx *Tx) error {
 		v := int64(len(tx.writes[k].val))
 		switch {
 		case strings.HasPrefix(k, badgerPrefix):
-			return fmt.Errorf("key %q: prefix reserved by Badger", k)
+			return fmt.Errorf("%w: key %q: prefix reserved by Badger", errFault, k)
 		case v > s.opts.ValueLogFileSize, s.opts.InMemory && v > threshold:
-			return fmt.Errorf("value of %d bytes under %q is too large", v, k)
+			return fmt.Errorf("%w: value of %d bytes under %q is too large", errFault, v, k)
 		}
 		count++
 		if v < threshold {

@@ -103,9 +103,9 @@ func TestClaimRaceConverges(t *testing.T) {
 }
 
 // TestAttestationParks: r3 blocks r1, so it never gets r1's claim; r2's
-// attestation of it is held in r2's chain at r3 but not shown, and r2's
-// thread opened after it is shown at once. Once r3 takes r1's events again,
-// the claim shows the attestation.
+// attestation of it is held in r2's chain at r3 but not shown, and so is
+// r2's thread opened after it, behind it. Once r3 takes r1's events again,
+// the claim shows the attestation, and r2's thread is shown.
 func TestAttestationParks(t *testing.T) {
 	net, err := Start(Config{Realms: 3, Topology: Mesh})
 	if err != nil {
@@ -136,15 +136,18 @@ func TestAttestationParks(t *testing.T) {
 	want, _ := net.Realms[1].Node.Store().Heads()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		heads, _ := r3.Node.Store().Heads()
-		if heads["r2"].Seq == want["r2"].Seq && call(t, r3, "GET", "/api/v1/threads/r2:th_1", nil, nil) == 200 {
+		if heads["r2"].Seq == want["r2"].Seq {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("r3 holds r2 to %d of %d; realms %+v", heads["r2"].Seq, want["r2"].Seq, mustRealms(t, r3))
 		}
 	}
-	if rs := realmOf(t, r3, "r2"); rs.Parked != 1 || rs.Quarantined != "" {
+	if rs := realmOf(t, r3, "r2"); rs.Parked != 2 || rs.Quarantined != "" {
 		t.Fatalf("r3 on r2: %+v", rs)
+	}
+	if st := call(t, r3, "GET", "/api/v1/threads/r2:th_1", nil, nil); st != 404 {
+		t.Fatalf("r3 shows r2's thread before r2's attestation: %d", st)
 	}
 
 	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
@@ -162,5 +165,8 @@ func TestAttestationParks(t *testing.T) {
 	}
 	if rs := realmOf(t, r3, "r2"); rs.Parked != 0 || rs.Waiting != "" {
 		t.Fatalf("r3 on r2 after the unblock: %+v", rs)
+	}
+	if st := call(t, r3, "GET", "/api/v1/threads/r2:th_1", nil, nil); st != 200 {
+		t.Fatalf("r3, after the unblock, on r2's thread: %d", st)
 	}
 }

@@ -14,7 +14,7 @@ import (
 
 // unparkedSource is a service holding alpha's thread, where alpha:3
 // refutes gamma's claim and asserts alpha:cl_2: it was parked until gamma's
-// claim arrived, then projected after it, and alpha:4 before it.
+// claim arrived, and alpha:4 behind it; both were projected after it.
 func unparkedSource(t *testing.T) *Service {
 	t.Helper()
 	ctx := context.Background()
@@ -32,7 +32,7 @@ func unparkedSource(t *testing.T) *Service {
 	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
 		Refutes: []string{"gamma:cl_1"}, Claims: []claimData{{N: 2, Statement: "a claims"}}})
 	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_1", N: 3, Kind: "ask", Body: "more", AuthorKind: "llm"})
-	if p, _ := src.st.ParkedEvents(0); len(p) != 1 {
+	if p, _ := src.st.ParkedEvents(0); len(p) != 2 {
 		t.Fatalf("parked %+v", p)
 	}
 	gamma.ingest(g1)
@@ -65,11 +65,10 @@ func exported(t *testing.T, src *Service) (evs []store.Checked, order string) {
 	return evs, fmt.Sprint(names)
 }
 
-// TestImportOfUnparkedDependency: an export of a store that unparked an
-// event (alpha:3, which waited for gamma's claim) puts it before what it
-// waited for, and a thread beta opens refuting alpha:3's claim after it. On
-// import alpha:3 parks again, and so must beta's thread opening rather
-// than fail the import.
+// TestImportOfUnparkedDependency: an export of a store that unparked
+// events (alpha:3 and alpha:4, behind gamma's claim) has them where they
+// were projected, after gamma's claim, and beta's thread refuting alpha:3's
+// claim after them: the import projects every event on the way.
 func TestImportOfUnparkedDependency(t *testing.T) {
 	ctx := context.Background()
 	src := unparkedSource(t)
@@ -80,7 +79,7 @@ func TestImportOfUnparkedDependency(t *testing.T) {
 		Refutes: []string{"alpha:cl_2"}})
 
 	evs, order := exported(t, src)
-	if want := "[test:1 alpha:1 alpha:2 alpha:3 alpha:4 gamma:1 gamma:2 beta:1 beta:2]"; order != want {
+	if want := "[test:1 alpha:1 alpha:2 gamma:1 gamma:2 alpha:3 alpha:4 beta:1 beta:2]"; order != want {
 		t.Fatalf("export order %v, want %s", order, want)
 	}
 
@@ -112,12 +111,10 @@ func TestImportOfUnparkedDependency(t *testing.T) {
 	}
 }
 
-// TestImportProjectsParkedHomeEvent: an export keeps every chain in seq
-// order, so an event unparked at the exporting node (alpha:3, which waited
-// for gamma's claim) comes before what it waited for, and parks again on
-// import; so does a home event that refutes alpha:3's claim. The import
-// projects both before it ends, so that the node's numbering resumes past
-// the home message rather than handing its number out again.
+// TestImportProjectsParkedHomeEvent: after an import of a store where
+// other realms' events were parked and projected later, and a home event
+// refutes one of their claims, nothing is left parked and the node's
+// numbering resumes past the home message.
 func TestImportProjectsParkedHomeEvent(t *testing.T) {
 	ctx := context.Background()
 	src := unparkedSource(t)
@@ -134,7 +131,7 @@ func TestImportProjectsParkedHomeEvent(t *testing.T) {
 	}
 
 	evs, order := exported(t, src)
-	if want := "[test:1 alpha:1 alpha:2 alpha:3 alpha:4 gamma:1 gamma:2 test:2 test:3]"; order != want {
+	if want := "[test:1 alpha:1 alpha:2 gamma:1 gamma:2 alpha:3 alpha:4 test:2 test:3]"; order != want {
 		t.Fatalf("export order %v, want %s", order, want)
 	}
 

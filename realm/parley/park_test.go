@@ -1,0 +1,88 @@
+package parley
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// TestSealOfForeignClaimRefusedNotParked: a realm sealing another realm's
+// claim breaks a rule whatever this node holds, so it is refused at once
+// (federation quarantines the realm), not parked to wait for the claim.
+func TestSealOfForeignClaimRefusedNotParked(t *testing.T) {
+	ctx := context.Background()
+	s := newTestService(t)
+	if _, err := s.st.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	beta := newChainWriter(t, s.st, "beta", 3, nil)
+	raw, _ := beta.sign(evClaimSealed, "human:operator", sealData{Claim: "alpha:cl_1"})
+	_, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "cannot seal a claim of alpha") {
+		t.Fatalf("beta sealing alpha's claim: %v", err)
+	}
+	if p, _ := s.st.ParkedEvents(0); len(p) != 0 {
+		t.Fatalf("parked %+v", p)
+	}
+}
+
+// TestParkedRealmKeepsItsOrder: alpha:3 waits for gamma's claim; alpha's
+// later refine of alpha:3's claim and its close of the thread wait behind
+// it, so that once gamma's claim arrives the claim is superseded and the
+// thread closed, as where the events came in order.
+func TestParkedRealmKeepsItsOrder(t *testing.T) {
+	ctx := context.Background()
+	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	gamma := newChainWriter(t, nil, "gamma", 4, nil)
+	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
+	g1, _ := gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	g2, _ := gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
+	a3, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
+		Refutes: []string{"gamma:cl_1"}, Evidence: ev, Claims: []claimData{{N: 2, Statement: "a claims"}},
+		Change: &protocol.Change{To: protocol.StateAnswered, Origin: "act"}})
+	a4, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 3, Kind: "refine", Body: "sharper", AuthorKind: "llm",
+		RelatesTo: []string{"cl_2"}, Claims: []claimData{{N: 3, Statement: "a claims, sharper"}}})
+	a5, _ := alpha.sign(evThreadState, "human:operator", stateData{Thread: "th_1", Via: "close",
+		Change: protocol.Change{To: protocol.StateClosed, Origin: "close", Confirmed: true}})
+
+	final := func(order [][]byte) string {
+		s := newTestService(t)
+		defer s.st.Close()
+		if _, err := s.st.EnsureProjections(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range order {
+			if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
+				t.Fatalf("event %d: %v", i, err)
+			}
+		}
+		s.st.Unpark(ctx)
+		if p, err := s.st.ParkedEvents(0); err != nil || len(p) != 0 {
+			t.Fatalf("still parked %+v %v", p, err)
+		}
+		var c claimRec
+		var th threadRec
+		err := s.st.View(func(tx *store.Tx) error {
+			if _, err := tx.GetJSON(key(pfxClaim, rid{"alpha", 2}.bytes()), &c); err != nil {
+				return err
+			}
+			_, err := tx.GetJSON(ridKey(pfxThread, rid{"alpha", 1}), &th)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(c.State) + " " + string(th.State.State)
+	}
+	inOrder := final([][]byte{g1, g2, a1, a2, a3, a4, a5})
+	parked := final([][]byte{a1, a2, a3, a4, a5, g1, g2})
+	if inOrder != "superseded closed" || parked != inOrder {
+		t.Fatalf("claim and thread: %q in order, %q with alpha:3 parked", inOrder, parked)
+	}
+}
