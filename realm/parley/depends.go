@@ -40,6 +40,9 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	case evClaimAttested:
 		return claimHeld(tx, realm, d.Claim)
 	case evThreadOpened:
+		if k, err := protocol.ParseKey(protocol.KeyThread, d.Thread); err != nil || (k.Realm != "" && k.Realm != realm) {
+			return nil // a thread of another realm: Apply refuses it
+		}
 		return refutesHeld(tx, realm, d.Refutes)
 	}
 	k, err := protocol.ParseKey(protocol.KeyThread, d.Thread)
