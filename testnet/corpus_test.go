@@ -312,3 +312,74 @@ func mustRealms(t *testing.T, r *Realm) []struct {
 	call(t, r, "GET", "/api/v1/federation/realms", nil, &out)
 	return out.Realms
 }
+
+// TestParkedThenRefusedQuarantines: r3 blocks r1. r2, lying, asserts in
+// its own chain that its verification supports r1's message, which is no
+// claim: r3 parks the assertion, the target not held. Once r3 takes r1's
+// events, the assertion breaks the verification convention: r3 keeps it
+// refused and quarantines r2, as r1, which held both, did on arrival.
+func TestParkedThenRefusedQuarantines(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	a1, a2 := newCorpusAgent(t, r1), newCorpusAgent(t, r2)
+	_, mine := a2.write(t, "/createConversation", map[string]any{"subject": "Checks", "content": "Verified.", "kind": []string{"verification"}})
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r1"}, nil); st != 200 {
+		t.Fatalf("block: %d", st)
+	}
+	_, theirs := a1.write(t, "/createConversation", map[string]any{"subject": "Plain", "content": "Just a post."})
+	target := theirs["message_id"].(string)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if st, _ := corpusDo(t, "GET", r2.URL+"/messages/"+target, "", nil, nil); st == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("r2 never held r1's message")
+		}
+	}
+	liar := r2.Node.Federation().Misbehave()
+	for deadline := time.Now().Add(20 * time.Second); liar.TopicPeers("r2") < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r2's topic has no peers")
+		}
+	}
+	ev := nextEvent(t, r2, "corpus.relationship.asserted", map[string]any{"relationship_id": "7f1d9a52-0000-4000-8000-000000000001",
+		"source_message_id": mine["message_id"], "target_message_id": target, "relationship_type": "supports"})
+	ev.Author = a2.author
+	raw, _, err := liar.Sign(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := liar.Publish("r2", raw); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); realmOf(t, r3, "r2").Parked != 1; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("r3 did not park r2's assertion: %+v", realmOf(t, r3, "r2"))
+		}
+	}
+	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r1", nil, nil); st != 200 {
+		t.Fatalf("unblock: %d", st)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		rs := realmOf(t, r3, "r2")
+		if rs.Parked == 0 && strings.Contains(rs.Quarantined, "verification") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r3 on r2 after the unblock: %+v", rs)
+		}
+	}
+	if rs := realmOf(t, r1, "r2"); rs.Quarantined == "" {
+		t.Fatalf("r1, which held both messages, did not quarantine r2: %+v", rs)
+	}
+}
