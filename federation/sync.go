@@ -574,7 +574,7 @@ func isRuleError(err error) bool {
 			return false
 		}
 	}
-	return true
+	return store.IsRefusal(err) // a panic, a read fault or a size is not the realm's doing
 }
 
 // ingestFailed sorts out why a run did not store.

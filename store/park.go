@@ -131,7 +131,7 @@ func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 		return tx.appendEvent(ev, c, raw)
 	}
 	if !errors.Is(err, ErrDependency) {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errFault, err) // Missing could not tell
 	}
 	return se, tx.park(se, prefixParked, err.Error())
 }
@@ -180,17 +180,34 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if se.Sequence == 0 {
+		if err := missing(tx, tx.b.projectors, se); errors.Is(err, ErrDependency) {
+			return nil, err
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: %w", errFault, err) // Missing could not tell
+		}
+	}
 	tx.del(parkedKey(p.n))
 	tx.addWaiting(string(p.Realm), -1)
 	if se.Sequence != 0 {
 		return nil, nil
 	}
-	if err := missing(tx, tx.b.projectors, se); err != nil {
-		return nil, err
-	}
 	tx.seq++
 	se.Sequence = tx.seq
 	return se, tx.project(se, key)
+}
+
+// unparkRun projects the parked events ps of one realm, in order, up to the
+// first that still waits; it returns how many it took off the parked list.
+func (tx *Tx) unparkRun(ps []ParkedEvent) (int, error) {
+	for i, p := range ps {
+		if _, err := tx.unpark(p); errors.Is(err, ErrDependency) {
+			return i, nil
+		} else if err != nil {
+			return i, err
+		}
+	}
+	return len(ps), nil
 }
 
 // ParkedEvents returns up to limit parked events (all when limit ≤ 0): those
@@ -285,6 +302,23 @@ func (s *Store) Unpark(ctx context.Context) {
 	}
 }
 
+// warnOwnParked says loudly when events of the node's own realm wait parked
+// (only an import can park them): the events the node authors are projected
+// at once, so its own realm's order no longer holds until they are.
+func (s *Store) warnOwnParked() {
+	parked, err := s.ParkedEvents(0)
+	if err != nil {
+		return
+	}
+	for _, p := range parked {
+		if p.Realm == s.cfg.Realm && !p.Refused {
+			s.log.Error("store: an event of this realm waits parked; it refers to a record no realm has given this node",
+				"realm", p.Realm, "seq", p.Seq, "why", p.Why)
+			return
+		}
+	}
+}
+
 // unparkPass projects every parked event whose records are held now, in
 // parking order, and goes round again while that projects any: a parked
 // event may wait for an earlier one. It reports whether it projected any.
@@ -307,49 +341,11 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 			return
 		}
 		progress := false
-		stopped := map[protocol.Realm]bool{}
-		for _, p := range ready {
-			if stopped[p.Realm] {
-				continue
-			}
-			_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) { return tx.unpark(p) }})
-			switch {
-			case err == nil:
-				progress = true
-			case errors.Is(err, ErrDependency):
-				stopped[p.Realm] = true
-			case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
-				return
-			case !IsRefusal(err):
-				// A fault, not the event's: it stays parked, tried again.
-				s.log.Warn("store: projecting a parked event", "realm", p.Realm, "seq", p.Seq, "err", err)
-				stopped[p.Realm] = true
-			default:
-				// Its records are held, and a projector refuses it: it broke
-				// a rule of the log. It stays in its chain, refused, and is
-				// not tried again.
-				s.log.Warn("store: a parked event is refused", "realm", p.Realm, "seq", p.Seq, "err", err)
-				why := err.Error()
-				if _, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
-					if _, err := tx.Get(parkedKey(p.n)); err != nil {
-						return nil, err // gone meanwhile, or a read fault
-					}
-					tx.del(parkedKey(p.n))
-					tx.addWaiting(string(p.Realm), -1)
-					tx.put(join(prefixRefused, u64(p.n)), encodeParked(p.At, p.place, why))
-					return nil, nil
-				}}); err != nil {
-					if errors.Is(err, ErrNotFound) {
-						continue
-					}
-					return
-				}
-				s.mu.Lock()
-				hooks := slices.Clone(s.refusedHooks)
-				s.mu.Unlock()
-				for _, fn := range hooks {
-					fn(p.Realm, p.Seq, why)
-				}
+		for _, run := range ready {
+			n, ok := s.unparkChunks(ctx, run)
+			progress = progress || n > 0
+			if !ok {
+				return projected || progress
 			}
 		}
 		if !progress {
@@ -359,32 +355,122 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 	}
 }
 
-// readyParked returns, from one snapshot, the parked events whose records
-// are held now, in parking order, and how many are parked in all: a pass
-// costs the committer nothing for events still waiting.
-func (s *Store) readyParked() (ready []ParkedEvent, parked int, err error) {
+// unparkChunk is how many parked events one op projects at most.
+const unparkChunk = 256
+
+// unparkChunks projects a realm's run of parked events in order, many to an
+// op, up to the first that still waits. An op that fails on one event is
+// taken again event by event, so that a refused or faulty event is dealt
+// with alone. It returns how many it took off the parked list, and false
+// when the store closed.
+func (s *Store) unparkChunks(ctx context.Context, run []ParkedEvent) (int, bool) {
+	done := 0
+	for len(run) > 0 {
+		chunk := run[:min(len(run), unparkChunk)]
+		var n int
+		_, err := s.do(ctx, &op{events: len(chunk), run: func(tx *Tx) (*StoredEvent, error) {
+			var err error
+			n, err = tx.unparkRun(chunk)
+			return nil, err
+		}})
+		switch {
+		case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
+			return done, false
+		case err == nil:
+			done += n
+			if n < len(chunk) {
+				return done, true // the next one waits
+			}
+			run = run[len(chunk):]
+			continue
+		}
+		for _, p := range chunk {
+			took, stop, ok := s.unparkOne(ctx, p)
+			if !ok {
+				return done, false
+			}
+			if took {
+				done++
+			}
+			if stop {
+				return done, true
+			}
+		}
+		run = run[len(chunk):]
+	}
+	return done, true
+}
+
+// unparkOne projects the parked event p alone, or keeps it refused when a
+// projector refuses it. It reports whether p left the parked list, whether
+// its realm must stop there (p still waits, or a fault), and false when the
+// store closed.
+func (s *Store) unparkOne(ctx context.Context, p ParkedEvent) (took, stop, ok bool) {
+	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) { return tx.unpark(p) }})
+	switch {
+	case err == nil:
+		return true, false, true
+	case errors.Is(err, ErrDependency):
+		return false, true, true
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
+		return false, true, false
+	case !IsRefusal(err):
+		// A fault, not the event's: it stays parked, tried again.
+		s.log.Warn("store: projecting a parked event", "realm", p.Realm, "seq", p.Seq, "err", err)
+		return false, true, true
+	}
+	// Its records are held, and a projector refuses it: it broke a rule of
+	// the log. It stays in its chain, refused, and is not tried again.
+	s.log.Warn("store: a parked event is refused", "realm", p.Realm, "seq", p.Seq, "err", err)
+	why := err.Error()
+	_, err = s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		if _, err := tx.Get(parkedKey(p.n)); err != nil {
+			return nil, err // gone meanwhile, or a read fault
+		}
+		tx.del(parkedKey(p.n))
+		tx.addWaiting(string(p.Realm), -1)
+		tx.put(join(prefixRefused, u64(p.n)), encodeParked(p.At, p.place, why))
+		return nil, nil
+	}})
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, false, true
+	case err != nil:
+		return false, true, !errors.Is(err, ErrClosed) && !errors.Is(err, ErrFailed) && ctx.Err() == nil
+	}
+	s.mu.Lock()
+	hooks := slices.Clone(s.refusedHooks)
+	s.mu.Unlock()
+	for _, fn := range hooks {
+		fn(p.Realm, p.Seq, why)
+	}
+	return true, false, true
+}
+
+// readyParked returns, from one snapshot, the parked events of every realm
+// whose first parked event's records are held now, each realm's in order
+// (a later one may need what an earlier one makes: unparkRun stops there),
+// and how many are parked in all. A pass costs the committer nothing for
+// the realms that still wait.
+func (s *Store) readyParked() (runs [][]ParkedEvent, parked int, err error) {
 	projectors := s.projectorList()
 	err = s.View(func(tx *Tx) error {
-		var all []ParkedEvent
+		byRealm := map[protocol.Realm]int{} // index in runs; -1: waits
 		err := tx.Iterate(prefixParked, false, func(k, v []byte) error {
 			p, err := decodeParked(k, v)
-			if err == nil {
-				all = append(all, p)
+			if err != nil {
+				return err
 			}
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		parked = len(all)
-		// A realm's events are parked in chain order; the first that still
-		// waits holds back the realm's later ones.
-		held := map[protocol.Realm]bool{}
-		for _, p := range all {
-			if held[p.Realm] {
-				continue
+			parked++
+			i, seen := byRealm[p.Realm]
+			switch {
+			case seen && i >= 0:
+				runs[i] = append(runs[i], p)
+				return nil
+			case seen:
+				return nil
 			}
-			v, err := tx.Get(placeKey(p.place))
+			v, err = tx.Get(placeKey(p.place))
 			if err != nil {
 				return err
 			}
@@ -393,14 +479,16 @@ func (s *Store) readyParked() (ready []ParkedEvent, parked int, err error) {
 				return err
 			}
 			if se.Sequence != 0 || missing(tx, projectors, se) == nil {
-				ready = append(ready, p)
+				byRealm[p.Realm] = len(runs)
+				runs = append(runs, []ParkedEvent{p})
 			} else {
-				held[p.Realm] = true
+				byRealm[p.Realm] = -1
 			}
-		}
-		return nil
+			return nil
+		})
+		return err
 	})
-	return ready, parked, err
+	return runs, parked, err
 }
 
 // EachChained calls fn for every event the store holds, parked ones

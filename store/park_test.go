@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -374,4 +375,91 @@ func TestParkedThenRefused(t *testing.T) {
 	if hs, _ := dst2.Heads(); hs["b"].Seq != 2 {
 		t.Fatalf("b's head %v", hs["b"])
 	}
+}
+
+// TestUnparkLongRun: a realm's long run of parked events, each needing what
+// the one before makes, is projected in order once the first one's record
+// arrives, many to an op.
+func TestUnparkLongRun(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	evs := [][2]string{{"t.need", "thing"}}
+	for i := range 600 {
+		evs = append(evs, [2]string{"t.make", fmt.Sprint("k", i)}, [2]string{"t.need", fmt.Sprint("k", i)})
+	}
+	b := realmChain(t, "b", bKey, evs...)
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	s := openTest(t, testConfig(""), needs{}, counter{})
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.ParkedEvents(0); len(p) != len(b) {
+		t.Fatalf("parked %d of %d", len(p), len(b))
+	}
+	commits := s.commits.Load()
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the run projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
+	got := arrival(t, s)
+	for i, a := range got[1:] {
+		if want := fmt.Sprintf("b:%d@%d", i+1, i+2); a != want {
+			t.Fatalf("projected %s at %d, want %s", a, i, want)
+		}
+	}
+	if c := counts(t, s); c["t.need"] != 601 {
+		t.Fatalf("counted %v", c)
+	}
+	if n := s.commits.Load() - commits; n > 50 {
+		t.Fatalf("%d commits to project %d events", n, len(b))
+	}
+}
+
+// flaky is needs whose Missing cannot tell while fault is set.
+type flaky struct {
+	needs
+	fault *atomic.Bool
+}
+
+func (f flaky) Missing(tx *Tx, se *StoredEvent) error {
+	if f.fault.Load() && se.Event.Type == "t.need" {
+		return errors.New("read: value log: checksum mismatch")
+	}
+	return f.needs.Missing(tx, se)
+}
+
+// TestUnparkFaultIsNoRefusal: a projector that cannot tell whether an
+// event's records are held leaves it parked, neither projected nor
+// refused, and it is projected once the fault is gone.
+func TestUnparkFaultIsNoRefusal(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"}, [2]string{"t.make", "more"})
+	var fault atomic.Bool
+	s := openTest(t, testConfig(""), flaky{fault: &fault})
+	var told atomic.Bool
+	s.OnRefused(func(protocol.Realm, uint64, string) { told.Store(true) })
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	fault.Store(true)
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	s.unparkPass(ctx)
+	if p, _ := s.ParkedEvents(0); len(p) != 1 || p[0].Refused || told.Load() {
+		t.Fatalf("after a fault, parked %+v, refusal told %v", p, told.Load())
+	}
+	fault.Store(false)
+	if _, err := s.Ingest(ctx, x[1], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
 }

@@ -232,6 +232,7 @@ func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error)
 		if err == nil {
 			s.projectorsSet.Store(true)
 			s.Unpark(ctx)
+			s.warnOwnParked()
 		}
 	}()
 	if bytes.Equal(have, want) && !s.rebuildNeeded.Load() {

@@ -74,9 +74,13 @@ func (tx *Tx) Get(key []byte) ([]byte, error) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: read: %w", errFault, err)
 	}
-	return item.ValueCopy(nil)
+	v, err := item.ValueCopy(nil)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read: %w", errFault, err)
+	}
+	return v, nil
 }
 
 // Peek calls fn with the value stored under key and returns what fn
@@ -98,7 +102,7 @@ func (tx *Tx) Peek(key []byte, fn func(val []byte) error) error {
 		return ErrNotFound
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: read: %w", errFault, err)
 	}
 	return item.Value(fn)
 }
