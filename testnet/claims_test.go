@@ -107,16 +107,9 @@ func TestClaimRaceConverges(t *testing.T) {
 // r2's thread opened after it, behind it. Once r3 takes r1's events again,
 // the claim shows the attestation, and r2's thread is shown.
 func TestAttestationParks(t *testing.T) {
-	net, err := Start(Config{Realms: 3, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	converge(t, net)
+	net := meshOf3(t)
 	r3 := net.Realms[2]
-	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r1"}, nil); st != 200 {
-		t.Fatalf("block: %d", st)
-	}
+	block(t, r3, "r1")
 	r1, r2 := as(net.Realms[0], agentToken(t, net.Realms[0], "author")), as(net.Realms[1], agentToken(t, net.Realms[1], "checker"))
 	env := map[string]any{"kind": "propose", "body": "One claim.", "claims": []any{map[string]any{"statement": "one"}}}
 	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {

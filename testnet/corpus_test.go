@@ -139,18 +139,9 @@ func mustString(v any) string {
 // on, its events are shown in its order. Once r3 takes r1's events again,
 // both are shown, after r1's conversation.
 func TestEarlyEventParks(t *testing.T) {
-	net, err := Start(Config{Realms: 3, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	net := meshOf3(t)
 	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
-	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r1"}, nil); st != 200 {
-		t.Fatalf("block: %d", st)
-	}
+	block(t, r3, "r1")
 	a1, a2 := newCorpusAgent(t, r1), newCorpusAgent(t, r2)
 	_, c := a1.write(t, "/createConversation", map[string]any{"subject": "Order", "content": "First things first."})
 	conv := c["conversation_id"].(string)
@@ -275,6 +266,28 @@ func TestEarlyEventParks(t *testing.T) {
 	}
 }
 
+// meshOf3 starts three realms in a mesh, converged; closed with the test.
+func meshOf3(t *testing.T) *Net {
+	t.Helper()
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return net
+}
+
+// block has r's operator block realm.
+func block(t *testing.T, r *Realm, realm string) {
+	t.Helper()
+	if st := call(t, r, "POST", "/api/v1/federation/blocks", map[string]any{"realm": realm}, nil); st != 200 {
+		t.Fatalf("%s blocks %s: %d", r.Name, realm, st)
+	}
+}
+
 // realmOf is r's status of realm name.
 func realmOf(t *testing.T, r *Realm, name string) (rs struct {
 	Realm       string `json:"realm"`
@@ -320,23 +333,14 @@ func mustRealms(t *testing.T, r *Realm) []struct {
 // events, the assertion breaks the verification convention: r3 keeps it
 // refused and quarantines r2, as r1, which held both, did on arrival.
 func TestParkedThenRefusedQuarantines(t *testing.T) {
-	net, err := Start(Config{Realms: 3, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
+	net := meshOf3(t)
 	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
 	a1, a2 := newCorpusAgent(t, r1), newCorpusAgent(t, r2)
 	_, mine := a2.write(t, "/createConversation", map[string]any{"subject": "Checks", "content": "Verified.", "kind": []string{"verification"}})
 	if err := net.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r1"}, nil); st != 200 {
-		t.Fatalf("block: %d", st)
-	}
+	block(t, r3, "r1")
 	_, theirs := a1.write(t, "/createConversation", map[string]any{"subject": "Plain", "content": "Just a post."})
 	target := theirs["message_id"].(string)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
