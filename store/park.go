@@ -182,7 +182,7 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	}
 	if se.Sequence == 0 {
 		if err := missing(tx, tx.b.projectors, se); errors.Is(err, ErrDependency) {
-			return nil, err
+			return nil, waits{err}
 		} else if err != nil {
 			return nil, fmt.Errorf("%w: %w", errFault, err) // Missing could not tell
 		}
@@ -197,11 +197,19 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	return se, tx.project(se, key)
 }
 
+// waits is unpark's ErrDependency from Missing, before it wrote anything:
+// the event still waits. One that Apply meets fails the op instead.
+type waits struct{ err error }
+
+func (w waits) Error() string { return w.err.Error() }
+func (w waits) Unwrap() error { return w.err }
+
 // unparkRun projects the parked events ps of one realm, in order, up to the
 // first that still waits; it returns how many it took off the parked list.
 func (tx *Tx) unparkRun(ps []ParkedEvent) (int, error) {
 	for i, p := range ps {
-		if _, err := tx.unpark(p); errors.Is(err, ErrDependency) {
+		var w waits
+		if _, err := tx.unpark(p); errors.As(err, &w) {
 			return i, nil
 		} else if err != nil {
 			return i, err

@@ -463,3 +463,49 @@ func TestUnparkFaultIsNoRefusal(t *testing.T) {
 	}
 	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
 }
+
+// late is needs whose Missing overlooks "t.late" events, though their Apply
+// needs the record: a dependency Missing overlooks.
+type late struct{ needs }
+
+func (l late) Apply(tx *Tx, se *StoredEvent) error {
+	if se.Event.Type == "t.late" {
+		return l.missingFor("t.late", tx, se)
+	}
+	return l.needs.Apply(tx, se)
+}
+
+// TestUnparkApplyDependency: a parked event whose Apply meets a record not
+// held, which Missing overlooked, stays parked, unprojected: the op that
+// met it fails, rather than commit the event half projected.
+func TestUnparkApplyDependency(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.late", "never"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	s := openTest(t, testConfig(""), counter{}, late{})
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	s.Unpark(ctx)
+	p, err := s.ParkedEvents(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	se, err := s.EventAt("b", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p) != 1 || p[0].Seq != 2 || se.Sequence != 0 || counts(t, s)["t.late"] != 0 {
+		t.Fatalf("b:2 left the parked list: parked %+v, sequence %d, counted %v", p, se.Sequence, counts(t, s))
+	}
+	if got, want := arrival(t, s), []string{"x:1@1", "b:1@2"}; !slices.Equal(got, want) {
+		t.Fatalf("projected %v, want %v", got, want)
+	}
+}

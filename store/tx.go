@@ -104,7 +104,11 @@ func (tx *Tx) Peek(key []byte, fn func(val []byte) error) error {
 	if err != nil {
 		return fmt.Errorf("%w: read: %w", errFault, err)
 	}
-	return item.Value(fn)
+	var fnErr error
+	if err := item.Value(func(v []byte) error { fnErr = fn(v); return fnErr }); err != nil && err != fnErr {
+		return fmt.Errorf("%w: read: %w", errFault, err)
+	}
+	return fnErr
 }
 
 // unflushed finds the newest write to key that txn may not hold: the op's
@@ -345,7 +349,7 @@ func (tx *Tx) Iterate(prefix []byte, reverse bool, fn func(key, val []byte) erro
 			key = item.KeyCopy(nil)
 			v, err := item.ValueCopy(nil)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: read: %w", errFault, err)
 			}
 			val = v
 			it.Next()
