@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"relay/protocol"
 	"relay/store"
@@ -84,5 +85,46 @@ func TestParkedRealmKeepsItsOrder(t *testing.T) {
 	parked := final([][]byte{a1, a2, a3, a4, a5, g1, g2})
 	if inOrder != "superseded closed" || parked != inOrder {
 		t.Fatalf("claim and thread: %q in order, %q with alpha:3 parked", inOrder, parked)
+	}
+}
+
+// TestDecisionWaitsForRefutedClaim: beta's reply into this realm's thread
+// refutes gamma's claim, not held here. Accepting it would refute what is
+// not held, so the decision waits, and is made once gamma's claim arrives.
+func TestDecisionWaitsForRefutedClaim(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newTestService(t)
+	if _, err := s.st.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go s.Run(ctx)
+	open, err := s.post(ctx, agent(t, "alice"), "lobby", &protocol.Envelope{Kind: protocol.ActAsk, Body: "home asks"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beta := newChainWriter(t, s.st, "beta", 3, nil)
+	gamma := newChainWriter(t, s.st, "gamma", 4, nil)
+	beta.emit(evMessagePosted, "dan", messageData{Thread: "test:" + open.Thread.ID, N: 1, Kind: "refute", Body: "Not so.", AuthorKind: "llm",
+		Refutes: []string{"gamma:cl_1"}, Evidence: []protocol.Evidence{{Kind: "log", Value: "failed"}}})
+	status := func() string {
+		var m messageRec
+		s.st.View(func(tx *store.Tx) error {
+			_, err := tx.GetJSON(key(pfxMessage, rid{"beta", 1}.bytes()), &m)
+			return err
+		})
+		return m.Status
+	}
+	time.Sleep(200 * time.Millisecond)
+	if st := status(); st != ReplyPending {
+		t.Fatalf("the reply before gamma's claim: %q", st)
+	}
+	gamma.emit(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	gamma.emit(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	for end := time.Now().Add(5 * time.Second); status() != ReplyAccepted; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("the reply after gamma's claim: %q", status())
+		}
 	}
 }

@@ -177,16 +177,22 @@ type decider struct {
 	queue   chan cid.Cid
 	mu      sync.Mutex
 	waiters map[string][]chan struct{} // reply CID → posters waiting for the word
+	// later holds replies whose acceptance needs a record of another realm
+	// not held here yet (a claim the reply refutes); they are decided again
+	// when other realms' events arrive.
+	later map[cid.Cid]bool
 }
 
 func newDecider(s *Service) *decider {
-	return &decider{s: s, queue: make(chan cid.Cid, 4096), waiters: map[string][]chan struct{}{}}
+	return &decider{s: s, queue: make(chan cid.Cid, 4096), waiters: map[string][]chan struct{}{}, later: map[cid.Cid]bool{}}
 }
 
 // committed is the store watcher: replies into this realm's threads are
 // queued for a decision, and decisions wake the posters waiting on them.
 func (d *decider) committed(evs []*store.StoredEvent) {
+	foreign := false
 	for _, se := range evs {
+		foreign = foreign || se.Event.Realm != string(d.s.realm)
 		switch se.Event.Type {
 		case evMessagePosted:
 			if se.Event.Realm == string(d.s.realm) {
@@ -210,6 +216,24 @@ func (d *decider) committed(evs []*store.StoredEvent) {
 			if protocol.DecodeData(se.Event.Data, &dd) == nil {
 				d.wake(dd.CID)
 			}
+		}
+	}
+	if foreign {
+		d.retryLater()
+	}
+}
+
+// retryLater queues again the replies that waited for a record of another
+// realm: the events just stored may hold it.
+func (d *decider) retryLater() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for c := range d.later {
+		select {
+		case d.queue <- c:
+			delete(d.later, c)
+		default:
+			return
 		}
 	}
 }
@@ -308,7 +332,15 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 		}
 		return &protocol.Draft{Type: typ, Author: m.Identity, Data: data}, nil
 	})
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case errors.Is(err, store.ErrDependency):
+		// Accepted, it would refute a claim not held here yet: it is
+		// decided again once other realms' events come.
+		d.mu.Lock()
+		d.later[c] = true
+		d.mu.Unlock()
+		s.log.Debug("parley: a reply waits for a record to be decided", "cid", c, "err", err)
+	case err != nil && ctx.Err() == nil:
 		s.log.Warn("parley: deciding a reply from another realm", "cid", c, "err", err)
 	}
 }
