@@ -130,19 +130,19 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	firstParked := map[protocol.Realm]store.ParkedEvent{}
-	parkedN, refused := map[protocol.Realm]int{}, map[protocol.Realm]store.ParkedEvent{}
+	// Each realm's first parked event, first refused one, and count of the
+	// parked: ParkedEvents lists them in parking order.
+	firstParked, refused := map[protocol.Realm]store.ParkedEvent{}, map[protocol.Realm]store.ParkedEvent{}
+	parkedN := map[protocol.Realm]int{}
 	for _, p := range parked {
-		switch {
-		case p.Refused:
-			if _, ok := refused[p.Realm]; !ok {
-				refused[p.Realm] = p
-			}
-		case parkedN[p.Realm] == 0:
-			firstParked[p.Realm] = p
-			fallthrough
-		default:
+		first := firstParked
+		if p.Refused {
+			first = refused
+		} else {
 			parkedN[p.Realm]++
+		}
+		if _, ok := first[p.Realm]; !ok {
+			first[p.Realm] = p
 		}
 	}
 	out := make([]RealmStatus, 0, len(names))

@@ -388,6 +388,10 @@ func newCommitter(s *Store) *committer {
 		heads:   maps.Clone(s.heads),
 		waiting: s.waitingAtOpen,
 	}
+	if c.waiting == nil {
+		c.waiting = map[string]int{}
+	}
+	s.waitingAtOpen = nil // the committer's now, and only its
 	c.cur = c.newBatch()
 	return c
 }

@@ -180,7 +180,8 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if se.Sequence == 0 {
+	done := se.Sequence != 0 // projected meanwhile: only its parking record goes
+	if !done {
 		if err := missing(tx, tx.b.projectors, se); errors.Is(err, ErrDependency) {
 			return nil, waits{err}
 		} else if err != nil {
@@ -189,7 +190,7 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	}
 	tx.del(parkedKey(p.n))
 	tx.addWaiting(string(p.Realm), -1)
-	if se.Sequence != 0 {
+	if done {
 		return nil, nil
 	}
 	tx.seq++
@@ -314,6 +315,9 @@ func (s *Store) Unpark(ctx context.Context) {
 // (only an import can park them): the events the node authors are projected
 // at once, so its own realm's order no longer holds until they are.
 func (s *Store) warnOwnParked() {
+	if s.parkGen.Load() == s.parkedNone.Load() {
+		return // nothing parked: no read at start-up
+	}
 	parked, err := s.ParkedEvents(0)
 	if err != nil {
 		return

@@ -98,6 +98,31 @@ func waitFor(t testing.TB, what string, ok func() bool) {
 	}
 }
 
+// openParking opens a store with ps registered and its projections
+// recorded, so that parked events are tried again after commits.
+func openParking(t testing.TB, cfg Config, ps ...Projector) *Store {
+	t.Helper()
+	s := openTest(t, cfg, ps...)
+	if _, err := s.EnsureProjections(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// checkedOf decodes signed events for Restore.
+func checkedOf(t testing.TB, raws ...[]byte) []Checked {
+	t.Helper()
+	out := make([]Checked, len(raws))
+	for i, raw := range raws {
+		ev, c, err := protocol.DecodeEvent(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = Checked{ev, c, raw}
+	}
+	return out
+}
+
 // arrival lists the store's events in arrival order (e/n/) as realm:seq.
 func arrival(t testing.TB, s *Store) []string {
 	t.Helper()
@@ -127,10 +152,7 @@ func TestPark(t *testing.T) {
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
 	y := realmChain(t, "y", yKey, [2]string{"t.make", "else"})
 
-	s := openTest(t, testConfig(dir), needs{}, counter{})
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openParking(t, testConfig(dir), needs{}, counter{})
 	// b's first event needs x's record: parked, and b's chain goes on.
 	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 3 {
 		t.Fatalf("ingest b: %d %v", n, err)
@@ -210,18 +232,8 @@ func TestParkRestore(t *testing.T) {
 	ctx := context.Background()
 	bKey := testKey(2)
 	b := realmChain(t, "b", bKey, [2]string{"t.need", "never"}, [2]string{"t.make", "one"})
-	s := openTest(t, testConfig(""), needs{}, counter{})
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var evs []Checked
-	for _, raw := range b {
-		ev, c, err := protocol.DecodeEvent(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, Checked{ev, c, raw})
-	}
+	s := openParking(t, testConfig(""), needs{}, counter{})
+	evs := checkedOf(t, b...)
 	first := s.Restore(ctx, 0, evs[:1])
 	second := s.Restore(ctx, 1, evs[1:])
 	if err := first(); err != nil {
@@ -265,19 +277,9 @@ func TestParkedWhileAPassRuns(t *testing.T) {
 	y := realmChain(t, "y", yKey, [2]string{"t.block", "z"})
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
 	bl := blocker{entered: make(chan struct{}), release: make(chan struct{})}
-	s := openTest(t, testConfig(""), needs{}, counter{}, bl)
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openParking(t, testConfig(""), needs{}, counter{}, bl)
 	// One op (as an import's chunk) parks b:1, then holds in y:1's Apply.
-	var evs []Checked
-	for _, raw := range [][]byte{b[0], y[0]} {
-		ev, c, err := protocol.DecodeEvent(raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, Checked{ev, c, raw})
-	}
+	evs := checkedOf(t, b[0], y[0])
 	wait := s.Restore(ctx, 0, evs)
 	<-bl.entered
 	s.unparkPass(ctx) // finds nothing committed
@@ -317,12 +319,9 @@ func TestParkedThenRefused(t *testing.T) {
 	bKey, xKey := testKey(2), testKey(3)
 	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
-	s := openTest(t, testConfig(""), refuser{})
+	s := openParking(t, testConfig(""), refuser{})
 	told := make(chan string, 1)
 	s.OnRefused(func(realm protocol.Realm, seq uint64, why string) { told <- fmt.Sprintf("%s:%d %s", realm, seq, why) })
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 2 {
 		t.Fatalf("ingest b: %d %v", n, err)
 	}
@@ -353,10 +352,7 @@ func TestParkedThenRefused(t *testing.T) {
 	if err != nil || len(evs) != 3 || evs[1].Event.Realm != "b" || evs[1].Event.Seq != 1 {
 		t.Fatalf("exported %d: %v", len(evs), err)
 	}
-	dst2 := openTest(t, testConfig(""), refuser{})
-	if _, err := dst2.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dst2 := openParking(t, testConfig(""), refuser{})
 	if err := dst2.Restore(ctx, 0, evs)(); err == nil || !strings.Contains(err.Error(), "breaks a rule") {
 		t.Fatalf("restoring the export whole: %v", err)
 	}
@@ -389,10 +385,7 @@ func TestUnparkLongRun(t *testing.T) {
 	}
 	b := realmChain(t, "b", bKey, evs...)
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
-	s := openTest(t, testConfig(""), needs{}, counter{})
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openParking(t, testConfig(""), needs{}, counter{})
 	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
 		t.Fatal(err)
 	}
@@ -440,12 +433,9 @@ func TestUnparkFaultIsNoRefusal(t *testing.T) {
 	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"})
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"}, [2]string{"t.make", "more"})
 	var fault atomic.Bool
-	s := openTest(t, testConfig(""), flaky{fault: &fault})
+	s := openParking(t, testConfig(""), flaky{fault: &fault})
 	var told atomic.Bool
 	s.OnRefused(func(protocol.Realm, uint64, string) { told.Store(true) })
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
 		t.Fatal(err)
 	}
@@ -483,10 +473,7 @@ func TestUnparkApplyDependency(t *testing.T) {
 	bKey, xKey := testKey(2), testKey(3)
 	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.late", "never"})
 	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
-	s := openTest(t, testConfig(""), counter{}, late{})
-	if _, err := s.EnsureProjections(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s := openParking(t, testConfig(""), counter{}, late{})
 	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
 		t.Fatal(err)
 	}

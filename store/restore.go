@@ -36,12 +36,12 @@ type Checked struct {
 // goroutine run in call order.
 func (s *Store) Restore(ctx context.Context, after uint64, evs []Checked) (wait func() error) {
 	o := &op{events: len(evs), run: func(tx *Tx) (*StoredEvent, error) {
-		if held := tx.held(); held != after {
-			return nil, fmt.Errorf("%w: restore after %d events, the store holds %d", ErrSequence, after, held)
+		if err := tx.holds(after); err != nil {
+			return nil, err
 		}
 		for _, e := range evs {
-			if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
-				return nil, fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
+			if err := tx.follows(e); err != nil {
+				return nil, err
 			}
 			if _, err := tx.ingestEvent(e.Event, e.CID, e.Raw); err != nil {
 				return nil, err
@@ -64,18 +64,35 @@ func (s *Store) Restore(ctx context.Context, after uint64, evs []Checked) (wait 
 // so an event whose Restore a projector refused.
 func (s *Store) RestoreRefused(ctx context.Context, after uint64, e Checked, why string) error {
 	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
-		if held := tx.held(); held != after {
-			return nil, fmt.Errorf("%w: restore after %d events, the store holds %d", ErrSequence, after, held)
+		if err := tx.holds(after); err != nil {
+			return nil, err
 		}
 		if e.Event.Realm == string(s.cfg.Realm) {
 			return nil, errors.New("store: the node's own events are never refused")
 		}
-		if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
-			return nil, fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
+		if err := tx.follows(e); err != nil {
+			return nil, err
 		}
 		return nil, tx.park(&StoredEvent{Event: e.Event, CID: e.CID, Raw: e.Raw}, prefixRefused, why)
 	}})
 	return err
+}
+
+// holds checks that the store holds after events, as a restore's op was
+// queued after (ErrSequence otherwise: a chunk before it failed).
+func (tx *Tx) holds(after uint64) error {
+	if held := tx.held(); held != after {
+		return fmt.Errorf("%w: restore after %d events, the store holds %d", ErrSequence, after, held)
+	}
+	return nil
+}
+
+// follows checks that e extends its realm's chain as the op sees it.
+func (tx *Tx) follows(e Checked) error {
+	if err := e.Event.Follows(tx.head(e.Event.Realm)); err != nil {
+		return fmt.Errorf("%s seq %d: %w", e.Event.Realm, e.Event.Seq, err)
+	}
+	return nil
 }
 
 // EachEvent calls fn for every event the transaction's snapshot holds with
