@@ -103,12 +103,15 @@ func splitPlace(place []byte) (string, uint64, error) {
 	return string(place[:len(place)-9]), binary.BigEndian.Uint64(place[len(place)-8:]), nil
 }
 
-// missing asks every Dependent projector whether se may be projected now.
+// missing asks every Dependent projector whether se may be projected now:
+// nil, an error wrapping ErrDependency, or a fault (one could not tell).
 func missing(tx *Tx, projectors []Projector, se *StoredEvent) error {
 	for _, p := range projectors {
 		if d, ok := p.(Dependent); ok {
-			if err := d.Missing(tx, se); err != nil {
+			if err := d.Missing(tx, se); errors.Is(err, ErrDependency) {
 				return err
+			} else if err != nil {
+				return fmt.Errorf("%w: %w", errFault, err)
 			}
 		}
 	}
@@ -131,7 +134,7 @@ func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 		return tx.appendEvent(ev, c, raw)
 	}
 	if !errors.Is(err, ErrDependency) {
-		return nil, fmt.Errorf("%w: %w", errFault, err) // Missing could not tell
+		return nil, err
 	}
 	return se, tx.park(se, prefixParked, err.Error())
 }
@@ -185,7 +188,7 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 		if err := missing(tx, tx.b.projectors, se); errors.Is(err, ErrDependency) {
 			return nil, waits{err}
 		} else if err != nil {
-			return nil, fmt.Errorf("%w: %w", errFault, err) // Missing could not tell
+			return nil, err
 		}
 	}
 	tx.del(parkedKey(p.n))
