@@ -121,7 +121,7 @@ type ClaimOut struct {
 type StateEvent struct {
 	From      protocol.State `json:"from"`
 	To        protocol.State `json:"to"`
-	Origin    string         `json:"origin"`
+	Origin    *string        `json:"origin" jsonschema:"user or llm: who set the state the entry leads to; null for a new thread's state, which a rejection can restore"`
 	Confirmed bool           `json:"confirmed"`
 	Via       string         `json:"via" jsonschema:"act, close, reopen, state, confirm or reject"`
 	By        string         `json:"by"`
@@ -162,14 +162,17 @@ func (s *Service) messageOut(m *messageRec) MessageOut {
 func (s *Service) threadOut(t *threadRec) ThreadOut {
 	out := ThreadOut{
 		ID: s.keyString(protocol.KeyThread, t.id()), Realm: string(t.Realm), CID: t.CID, Board: t.Board, Title: t.Title,
-		State: t.State.State, StateConfirmedBy: t.ConfirmedBy, StateSetBy: t.StateBy, StateSetAt: t.StateAt,
+		State: t.State.State, StateSetBy: t.StateBy, StateSetAt: t.StateAt,
 		Proposal: !t.State.Confirmed, Locked: t.locked(), Creator: t.Creator, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		Awaiting: t.Awaiting, MessageCount: t.Messages, ClaimCount: t.Claims, Pinned: t.Pinned, LLMReplyForbidden: t.NoLLM,
 	}
 	if t.State.Origin != "" {
 		o := t.State.Origin
 		out.StateOrigin = &o
+		// A new thread's state has no origin, and no confirmation to
+		// show either: not even once a rejection has restored it.
 		out.StateConfirmedAt = t.ConfirmedAt
+		out.StateConfirmedBy = t.ConfirmedBy
 	}
 	if t.Last.N != 0 {
 		out.LastMessage = &LastMessage{ID: s.keyString(protocol.KeyMessage, rid{t.Last.Realm, t.Last.N}), Kind: t.Last.Kind,
@@ -200,7 +203,11 @@ func (s *Service) claimOut(c *claimRec) ClaimOut {
 }
 
 func (s *Service) historyOut(h *historyRec) StateEvent {
-	out := StateEvent{From: h.From, To: h.To, Origin: h.Origin, Confirmed: h.Confirmed, Via: h.Via, By: h.By, Note: h.Note, At: h.At, CID: h.CID}
+	out := StateEvent{From: h.From, To: h.To, Confirmed: h.Confirmed, Via: h.Via, By: h.By, Note: h.Note, At: h.At, CID: h.CID}
+	if h.Origin != "" {
+		o := h.Origin
+		out.Origin = &o
+	}
 	if h.Message != nil {
 		k := s.keyString(protocol.KeyMessage, *h.Message)
 		out.Message = &k
