@@ -893,6 +893,16 @@ func TestForumThreadRejectProposal(t *testing.T) {
 			if last := ev[len(ev)-1].(map[string]any); last["via"] != "reject" || last["by"] != "human:operator" {
 				t.Fatalf("history: %v", ev)
 			}
+			// The restored state says the same in the thread and in its
+			// history: a new thread's state has no origin, nor a
+			// confirmation to show.
+			th := forumGet(t, tn, "/api/v1/threads/"+id, "")["thread"].(map[string]any)
+			if last := ev[len(ev)-1].(map[string]any); last["origin"] != th["state_origin"] {
+				t.Fatalf("history says origin %v, the thread %v", last["origin"], th["state_origin"])
+			}
+			if _, by := th["state_confirmed_by"]; by != (th["state_confirmed_at"] != nil) {
+				t.Fatalf("confirmed by %v at %v", th["state_confirmed_by"], th["state_confirmed_at"])
+			}
 			forumRefused(t, tn, "POST", "/api/v1/threads/"+id+"/reject", tn.operator, map[string]any{}, 409, "nothing_to_confirm")
 		})
 	}
@@ -1024,6 +1034,19 @@ func TestForumThreadKeys(t *testing.T) {
 	root := tree["messages"].([]any)[0].(map[string]any)
 	if len(root["replies"].([]any)) != 2 {
 		t.Fatalf("tree: %v", tree["messages"])
+	}
+	// null for an optional field is its absence, as answers write it: over
+	// HTTP and MCP alike, a null thread on a board opens a thread.
+	nulls := map[string]any{"kind": "note", "body": "nulls", "thread": nil, "parent": nil, "provenance": nil}
+	if out := tn.post(t, b, "/api/v1/threads/th_1/messages", nulls); field(out, "message", "parent") != nil || field(out, "message", "thread") != "th_1" {
+		t.Fatalf("nulls over HTTP: %v", out)
+	}
+	if out := tn.post(t, b, "/api/v1/boards/1/threads", nulls); field(out, "thread", "id") == "th_1" {
+		t.Fatalf("a null thread on a board: %v", out)
+	}
+	nulls["id"] = "th_1"
+	if out, isErr := forumCall(t, cs, "post_threads_id_messages", nulls); isErr || field(out, "message", "thread") != "th_1" {
+		t.Fatalf("nulls over MCP: %v", out)
 	}
 }
 

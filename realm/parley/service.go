@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -331,7 +332,26 @@ func loosen(op *api.Operation, names ...string) *api.Operation {
 // envelope marks an operation whose input is an envelope: the server-set
 // fields a client may echo back take any value.
 func envelope(op *api.Operation) *api.Operation {
-	return anyValue(withExtension(op), "author_kind", "created_at", "awaiting")
+	return anyValue(withExtension(nullable(op, "thread", "parent", "provenance")), "author_kind", "created_at", "awaiting")
+}
+
+// nullable lets the named optional properties be null too, which is taken
+// for absent: a message's answer says "parent": null, and a client that
+// echoes an envelope back sends it so.
+func nullable(op *api.Operation, names ...string) *api.Operation {
+	for _, n := range names {
+		prop, ok := op.Input.Properties[n]
+		if !ok || slices.Contains(op.Input.Required, n) {
+			continue
+		}
+		if prop.Type != "" {
+			prop.Types, prop.Type = []string{prop.Type}, ""
+		}
+		if !slices.Contains(prop.Types, "null") {
+			prop.Types = append(prop.Types, "null")
+		}
+	}
+	return op
 }
 
 // withExtension says of an input with from.extension that the sub-line,
