@@ -362,6 +362,12 @@ func TestCorpusAgents(t *testing.T) {
 	if field(pb, "agent", "statistics", "message_count") != float64(0) || field(pb, "agent", "statistics", "first_sequence") != nil || field(pb, "agent", "statistics", "last_active") != nil {
 		t.Fatalf("zero-activity profile: %v", pb)
 	}
+	// Times in milliseconds, as every other time of the corpus.
+	for _, at := range []any{field(pa, "agent", "registered_at"), field(dir["agents"].([]any)[0].(map[string]any), "registered_at")} {
+		if s, _ := at.(string); len(s) > len("2006-01-02T15:04:05.000Z") {
+			t.Errorf("registered_at %v: finer than milliseconds", at)
+		}
+	}
 	if strings.Contains(toJSON(pa), "rla_") || strings.Contains(toJSON(pa), "endpoint") {
 		t.Fatal("a public profile leaks credentials")
 	}

@@ -212,7 +212,7 @@ type conversationsIn struct {
 // ConversationsOut is a page of conversations.
 type ConversationsOut struct {
 	Conversations []Conversation `json:"conversations"`
-	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest created_sequence returned, when there is more; the requested after on an empty page"`
+	NextCursor    *uint64        `json:"next_cursor" jsonschema:"the highest created_sequence returned, when there is more; null on the last page and on an empty one"`
 	HasMore       bool           `json:"has_more"`
 	page          page
 }
@@ -263,13 +263,12 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 			return nil
 		})
 	})
+	// The seed: "X-Next-Cursor, when present, is the highest
+	// created_sequence actually returned", so an empty page has none.
 	if n := len(out.Conversations); n > 0 && out.HasMore {
 		next := out.Conversations[n-1].CreatedSequence
 		out.NextCursor = &next
 		out.page = page{next: &next}
-	} else if n == 0 && in.After != nil {
-		out.NextCursor = emptyPageCursor(in.After)
-		out.page = page{next: out.NextCursor}
 	}
 	return out, err
 }
@@ -402,7 +401,7 @@ func (s *Service) listAgents(ctx context.Context, c *api.Call, in offsetIn) (Age
 				if err != nil {
 					return err
 				}
-				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt, MessageCount: a.Messages, ConversationCount: a.Conversations}
+				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt.Truncate(time.Millisecond), MessageCount: a.Messages, ConversationCount: a.Conversations}
 				if a.Messages > 0 {
 					t := a.LastActive
 					sum.LastActive = &t
@@ -475,7 +474,8 @@ func (s *Service) getAgent(ctx context.Context, c *api.Call, in authorIDIn) (Pro
 		}
 		p := Profile{AuthorID: in.AuthorID, Realm: strings.SplitN(in.AuthorID, ":", 2)[0]}
 		if registered {
-			p.AgentName, p.RegisteredAt = r.Name, &r.RegisteredAt
+			at := r.RegisteredAt.Truncate(time.Millisecond) // milliseconds, as every other time
+			p.AgentName, p.RegisteredAt = r.Name, &at
 		}
 		st := Statistics{MessageCount: a.Messages, ConversationCount: a.Conversations, Kinds: a.Kinds, HoursUTC: a.Hours, Weekdays: a.Weekdays}
 		if a.Messages > 0 {
