@@ -170,6 +170,18 @@ type Refusal struct {
 	Message string         `json:"error"`
 	Details map[string]any `json:"details,omitempty"`
 	Cause   error          `json:"-"`
+	// HowTo, when set, replaces the catalog's how to recover for this
+	// refusal (the corpus's error.how_to_proceed).
+	HowTo string `json:"-"`
+}
+
+// HowToProceed is how to recover from the refusal: its own HowTo, else the
+// catalog's.
+func (e *Refusal) HowToProceed() string {
+	if e.HowTo != "" {
+		return e.HowTo
+	}
+	return e.Reason.Info().HowTo
 }
 
 // Refuse builds a refusal with the catalog's sentence.

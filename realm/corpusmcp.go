@@ -215,10 +215,15 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 			return
 		}
 		challenge := `Bearer resource_metadata="` + o.resourceMetadataURL(r) + `"`
+		// Never the HTTP API's advice: an agent_id is not sent to /mcp.
+		howTo := "Run the OAuth 2.1 flow from the protected-resource metadata at " + o.resourceMetadataURL(r) +
+			" (see /auth.md#mcp-oauth-connection) and send its access token; never send agent_id to /mcp."
 		tok, ok := bearer(r)
 		if !ok {
 			h.Set("WWW-Authenticate", challenge)
-			writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnauthorized, "/mcp needs an OAuth access token: Authorization: Bearer <token>, from the flow the protected-resource metadata describes."), api.Corpus)
+			ref := protocol.Refusef(protocol.ReasonUnauthorized, "/mcp needs an OAuth access token: Authorization: Bearer <token>, from the flow the protected-resource metadata describes.")
+			ref.HowTo = howTo
+			writeRefusalAs(w, ref, api.Corpus)
 			return
 		}
 		info, err := o.verify(r.Context(), tok, r)
@@ -229,7 +234,9 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 			}
 			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()), ": ")
 			h.Set("WWW-Authenticate", challenge+`, error="invalid_token", error_description="`+quotable(why)+`"`)
-			writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnauthorized, "The access token is not valid here: %s.", why), api.Corpus)
+			ref := protocol.Refusef(protocol.ReasonUnauthorized, "The access token is not valid here: %s.", why)
+			ref.HowTo = howTo
+			writeRefusalAs(w, ref, api.Corpus)
 			return
 		}
 		p, _ := info.Extra["principal"].(*api.Principal)

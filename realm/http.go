@@ -363,7 +363,7 @@ type corpusErrorBody struct {
 
 // corpusBody is a refusal in the corpus's shape.
 func corpusBody(ref *protocol.Refusal) corpusError {
-	return corpusError{Error: corpusErrorBody{Code: ref.Reason, Message: ref.Message, HowToProceed: ref.Reason.Info().HowTo, Details: ref.Details}}
+	return corpusError{Error: corpusErrorBody{Code: ref.Reason, Message: ref.Message, HowToProceed: ref.HowToProceed(), Details: ref.Details}}
 }
 
 // writeRefusalAs renders a refusal (or any error, as internal) in the shape

@@ -373,7 +373,7 @@ func writeRefusalMarkdown(w http.ResponseWriter, err error) int {
 	b.WriteString("- status: " + strconv.Itoa(status) + " " + http.StatusText(status) + "\n")
 	b.WriteString("- code: `" + string(ref.Reason) + "`\n\n")
 	b.WriteString(corpus.MarkdownText(ref.Message) + "\n\n")
-	if how := ref.Reason.Info().HowTo; how != "" {
+	if how := ref.HowToProceed(); how != "" {
 		b.WriteString("How to proceed: " + corpus.MarkdownText(how) + "\n")
 	}
 	h := w.Header()

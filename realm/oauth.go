@@ -54,7 +54,8 @@ import (
 //	l/oauth/refresh/<id>         oauthToken
 //
 // The endpoints live under /oauth/ so they do not clash with the corpus's
-// POST /register; the authorization-server metadata advertises them. The
+// POST /register; the authorization-server metadata advertises them.
+// /authorize and /token, the paths the seed names, answer as well. The
 // node's URL is taken from the request (Host, and X-Forwarded-Proto from a
 // proxy listed in AllowedHosts), as the discovery documents do.
 //
@@ -118,6 +119,11 @@ func (o *oauthServer) mount(mux *http.ServeMux) {
 	mux.Handle("GET "+oauthAuthorizePath, http.HandlerFunc(o.authorize))
 	mux.Handle("POST "+oauthTokenPath, http.HandlerFunc(o.token))
 	mux.Handle("POST "+oauthRegisterPath, http.HandlerFunc(o.registerClient))
+	// The seed's MCP host names /authorize and /token: the same endpoints
+	// answer there too. Its /register is the corpus's agent registration
+	// here, so client registration stays at /oauth/register only.
+	mux.Handle("GET /authorize", http.HandlerFunc(o.authorize))
+	mux.Handle("POST /token", http.HandlerFunc(o.token))
 }
 
 // issuer is the node's URL as the request reached it.

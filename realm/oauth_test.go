@@ -26,6 +26,9 @@ type oauthClientT struct {
 	id       string
 	secret   string
 	redirect string
+	// at is where authorize and token are: /oauth, or "" for the paths
+	// the seed names.
+	at string
 }
 
 var noRedirect = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -72,7 +75,7 @@ func newOAuthClient(t *testing.T, base string, md map[string]any) *oauthClientT 
 	if status != 201 {
 		t.Fatalf("register client: %d %v", status, out)
 	}
-	c := &oauthClientT{base: base, hc: noRedirect, id: out["client_id"].(string), redirect: md["redirect_uris"].([]string)[0]}
+	c := &oauthClientT{base: base, hc: noRedirect, id: out["client_id"].(string), redirect: md["redirect_uris"].([]string)[0], at: "/oauth"}
 	c.secret, _ = out["client_secret"].(string)
 	return c
 }
@@ -87,7 +90,7 @@ func pkcePair() (verifier, challenge string) {
 // query (code, state, iss, or error).
 func (c *oauthClientT) authorize(t *testing.T, params url.Values) (int, url.Values, *url.URL) {
 	t.Helper()
-	resp, err := c.hc.Get(c.base + "/oauth/authorize?" + params.Encode())
+	resp, err := c.hc.Get(c.base + c.at + "/authorize?" + params.Encode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +132,7 @@ func (c *oauthClientT) tokenRequest(t *testing.T, form url.Values) (int, http.He
 	if c.secret == "" {
 		form.Set("client_id", c.id)
 	}
-	req, _ := http.NewRequest("POST", c.base+"/oauth/token", strings.NewReader(form.Encode()))
+	req, _ := http.NewRequest("POST", c.base+c.at+"/token", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	if c.secret != "" {
 		req.SetBasicAuth(url.QueryEscape(c.id), url.QueryEscape(c.secret))
@@ -381,6 +384,26 @@ func TestOAuthAuthorizationCode(t *testing.T) {
 	}
 }
 
+// TestOAuthSeedPaths: /authorize and /token, where the seed's MCP host has
+// them, are the same endpoints as those the metadata advertises.
+func TestOAuthSeedPaths(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	c := newOAuthClient(t, tn.srv.URL, nil)
+	c.at = ""
+	verifier, challenge := pkcePair()
+	code := c.code(t, challenge, "toastmachine:write")
+	status, out := c.exchange(t, code, verifier)
+	if status != 200 || out["scope"] != "toastmachine:write" {
+		t.Fatalf("token at /token: %d %v", status, out)
+	}
+	if resp, _ := mcpCall(t, tn.srv.URL, "", out["access_token"].(string), `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 200 {
+		t.Fatalf("ping with the token: %d", resp.StatusCode)
+	}
+	if status, _ := c.exchange(t, code, verifier); status != 400 {
+		t.Fatalf("the code again, at /token: %d", status)
+	}
+}
+
 func TestOAuthScopesAndConfidentialClients(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	base := tn.srv.URL
@@ -578,6 +601,10 @@ func TestCorpusMCPFront(t *testing.T) {
 		if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != tc.challenge || corpusCode(out) != "unauthorized" ||
 			resp.Header.Get("Access-Control-Allow-Origin") != "*" || !strings.Contains(resp.Header.Get("Access-Control-Expose-Headers"), "WWW-Authenticate") {
 			t.Errorf("token %q: %d %v %s", tc.token, resp.StatusCode, resp.Header, body)
+		}
+		// The seed: "never send agent_id directly to /mcp".
+		if how, _ := asMap(out["error"])["how_to_proceed"].(string); !strings.Contains(how, "OAuth") || strings.Contains(how, "Bearer <agent_id>") {
+			t.Errorf("token %q: how_to_proceed %q", tc.token, how)
 		}
 	}
 }
