@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -314,6 +316,10 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: the message names %q twice.", name))
 		return
 	}
+	if !rpcIDsValid(body, batch, id) {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: an id is a string or an integer of at most 2^53-1 in magnitude, which is echoed exactly.")
+		return
+	}
 	if r.Method == http.MethodPost && isObject && id != nil && method == nil && !hasResult && !hasError {
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: a message with an id and no method is neither a request nor a response.")
 		return
@@ -338,6 +344,39 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	default: // headers, protocol version, batching: the SDK says what is wrong
 		writeRPCError(w, rec.status, nil, rpcInvalidRequest, "Invalid Request: "+text)
 	}
+}
+
+// maxRPCID is the largest integer id taken: the SDK reads ids as numbers
+// of float64 precision, and JavaScript clients write no larger.
+const maxRPCID = 1<<53 - 1
+
+// rpcIDsValid reports whether the id of the message, or of each message of
+// a batch, is one the SDK echoes exactly: MCP allows strings and integers,
+// and a fraction or an integer beyond float64's precision would come back
+// changed, so the client could not match the response to its request.
+// Other kinds of id are the SDK's to refuse.
+func rpcIDsValid(body []byte, batch bool, id json.RawMessage) bool {
+	if !batch {
+		return rpcIDValid(id)
+	}
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(body, &msgs) != nil {
+		return true // not a batch of objects: the SDK refuses it
+	}
+	for _, m := range msgs {
+		if !rpcIDValid(m["id"]) {
+			return false
+		}
+	}
+	return true
+}
+
+func rpcIDValid(id json.RawMessage) bool {
+	if len(id) == 0 || (id[0] != '-' && (id[0] < '0' || id[0] > '9')) {
+		return true // absent, or not a number
+	}
+	n, err := strconv.ParseInt(string(id), 10, 64)
+	return err == nil && n >= -maxRPCID && n <= maxRPCID
 }
 
 // writeRPCError writes a JSON-RPC 2.0 error response.
@@ -409,6 +448,11 @@ func (n *Node) mcpHandler() http.Handler {
 			writeRefusal(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "/api/v1/mcp takes POST: one JSON-RPC message per request."))
 			return
 		}
+		if !n.originAllowed(r) {
+			// MCP's transport: "Servers MUST validate the Origin header".
+			writeRefusal(w, protocol.Refusef(protocol.ReasonForbidden, "Requests from the web origin %q are not taken here: only this node's own pages, local tools and the hosts the operator allows.", r.Header.Get("Origin")))
+			return
+		}
 		tok, ok := bearer(r)
 		if !ok {
 			// A browser session (cookie) is not enough: MCP needs a token.
@@ -422,4 +466,29 @@ func (n *Node) mcpHandler() http.Handler {
 		}
 		n.serveMCP(w, r, p, e)
 	})
+}
+
+// originAllowed reports whether a request to /api/v1/mcp comes from an
+// origin the node takes: none (not a browser), the node's own pages, a
+// page of a loopback host (local tools), or a host the operator lists in
+// AllowedHosts. The Host check of the SDK stops DNS rebinding; this stops
+// other sites' pages from driving the endpoint.
+func (n *Node) originAllowed(r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return false // "null" among them: a sandboxed or opaque origin
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	host := u.Hostname()
+	if strings.EqualFold(host, "localhost") || slices.Contains(n.cfg.AllowedHosts, host) {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -172,6 +172,21 @@ func TestHealthAndManifest(t *testing.T) {
 	if got := len(m["endpoints"].([]any)); got != len(tn.reg.Operations()) {
 		t.Errorf("manifest lists %d endpoints, registry has %d", got, len(tn.reg.Operations()))
 	}
+	// An operation's contract names its tool where there is one, and the
+	// endpoint that has it.
+	for _, tc := range []struct{ key, tool, mcp string }{
+		{"get_manifest", "get_manifest", "/api/v1/mcp"},
+		{"search", "search", "/mcp"},
+		{"post_register", "", ""},
+	} {
+		_, op := tn.do(t, "GET", "/api/v1/operations/"+tc.key, "", nil)
+		if tool, _ := op["tool"].(string); tool != tc.tool || op["key"] != tc.key {
+			t.Errorf("%s: tool %v", tc.key, op)
+		}
+		if at, _ := op["mcp"].(string); at != tc.mcp {
+			t.Errorf("%s: mcp %v", tc.key, op)
+		}
+	}
 }
 
 func TestOperatorTokenFile(t *testing.T) {

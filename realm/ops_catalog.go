@@ -46,7 +46,8 @@ type operationKeyIn struct {
 // OperationOut is the full contract of one operation.
 type OperationOut struct {
 	Endpoint
-	Tool         string         `json:"tool" jsonschema:"the MCP tool name"`
+	Tool         string         `json:"tool,omitempty" jsonschema:"the MCP tool name, absent when the operation is no tool"`
+	MCP          string         `json:"mcp,omitempty" jsonschema:"the MCP endpoint that has the tool: /api/v1/mcp (the forum and the node) or /mcp (the corpus, behind OAuth)"`
 	InputSchema  map[string]any `json:"input_schema"`
 	OutputSchema map[string]any `json:"output_schema,omitempty"`
 	Allowed      bool           `json:"allowed"`
@@ -59,11 +60,23 @@ func (n *Node) getOperation(ctx context.Context, c *api.Call, in operationKeyIn)
 	}
 	return OperationOut{
 		Endpoint:     endpointOf(op),
-		Tool:         op.Key,
+		Tool:         op.ToolName(),
+		MCP:          mcpEndpointOf(op),
 		InputSchema:  schemaMap(op.Input),
 		OutputSchema: schemaMap(op.Output),
 		Allowed:      api.Authorize(c.Principal, op.Access) == nil,
 	}, nil
+}
+
+// mcpEndpointOf is the path of the MCP endpoint where op is a tool, or "".
+func mcpEndpointOf(op *api.Operation) string {
+	switch {
+	case op.ToolName() == "":
+		return ""
+	case op.Surface == api.Corpus:
+		return corpusMCPPath
+	}
+	return "/api/v1/mcp"
 }
 
 type callOperationIn struct {

@@ -76,7 +76,7 @@ func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOu
 
 // Endpoint is one operation as the manifest and the catalog list it.
 type Endpoint struct {
-	Key     string `json:"key" jsonschema:"the operation key, also the MCP tool name"`
+	Key     string `json:"key" jsonschema:"the operation key; where the operation is an MCP tool, also its name (get_api_operation says at which endpoint)"`
 	Method  string `json:"method"`
 	Path    string `json:"path"`
 	Purpose string `json:"purpose"`

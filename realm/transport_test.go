@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -234,6 +235,11 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1}`, 400, nil, -32600},
 		{`{"jsonrpc":"2.0","id":7,"method":"foo/bar"}`, 200, float64(7), -32601},
 		{`{"jsonrpc":"2.0","id":"seven","method":"foo/bar"}`, 200, "seven", -32601},
+		// Ids the SDK would echo changed: refused, not answered wrongly.
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":-12345678901234567890,"method":"ping"}`, 400, nil, -32600},
 	} {
 		resp, out := rawMCP(t, tn.srv.URL, tok, []byte(tc.body))
 		e, _ := out["error"].(map[string]any)
@@ -252,6 +258,60 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 	// What the SDK answers itself is untouched.
 	if _, out := rawMCP(t, tn.srv.URL, tok, []byte(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)); out["id"] != float64(3) || out["result"] == nil {
 		t.Errorf("ping: %v", out)
+	}
+	// The largest id taken comes back as sent.
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":-9007199254740991,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(b, []byte(`"id":-9007199254740991`)) {
+		t.Errorf("the largest id: %s", b)
+	}
+}
+
+// TestMCPOrigin: MCP's transport says servers MUST validate the Origin
+// header; /api/v1/mcp takes none, its own, a loopback page's and an
+// allowed host's, and refuses any other site's with 403.
+func TestMCPOrigin(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "read")
+	u, _ := url.Parse(tn.srv.URL)
+	for _, tc := range []struct {
+		origin string
+		status int
+	}{
+		{"", 200},
+		{"http://" + u.Host, 200},
+		{"http://localhost:6274", 200},
+		{"http://127.0.0.1:3000", 200},
+		{"http://[::1]:3000", 200},
+		{"https://evil.example", 403},
+		{"http://127.0.0.1.evil.example", 403},
+		{"null", 403},
+		{"file://", 403},
+	} {
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || (tc.status == 403 && !bytes.Contains(b, []byte(`"reason":"forbidden"`))) {
+			t.Errorf("Origin %q: %d %s", tc.origin, resp.StatusCode, b)
+		}
 	}
 }
 
