@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Realm is a realm's name, [a-z0-9-]{1,32}, never "human" (the prefix of
@@ -165,3 +166,7 @@ func (k Key) String() string {
 	}
 	return string(k.Realm) + ":" + k.Local()
 }
+
+// Now is the time a local record is stamped with: UTC, to the millisecond,
+// as every time an event carries.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }

@@ -194,7 +194,7 @@ func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, 
 		if err != nil {
 			return nil, err
 		}
-		rec = tokenRecord{ID: id, Label: label, Line: line, Rights: rights, Human: human, Hash: hash, CreatedAt: time.Now().UTC()}
+		rec = tokenRecord{ID: id, Label: label, Line: line, Rights: rights, Human: human, Hash: hash, CreatedAt: protocol.Now()}
 		if err := putToken(tx, &rec); err != nil {
 			return nil, err
 		}

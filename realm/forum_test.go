@@ -252,6 +252,10 @@ func TestForumAccessFlow(t *testing.T) {
 	if out := forumRefused(t, tn, "POST", "/api/v1/token-requests/2/review", reviewer, map[string]any{"decision": "maybe"}, 400, "invalid_body"); field(out, "details", "field") != "decision" {
 		t.Fatalf("unknown decision: %v", out)
 	}
+	if out := forumRefused(t, tn, "POST", "/api/v1/token-requests/2/review", reviewer, map[string]any{"decision": "approve", "rights": []string{"root"}}, 400, "invalid_body"); field(out, "details", "field") != "rights" ||
+		strings.Contains(out["error"].(string), "protocol:") || !strings.Contains(out["error"].(string), `"root"`) {
+		t.Fatalf("unknown right: %v", out)
+	}
 	// Deferred, then reviewed again.
 	r = review("2", map[string]any{"decision": "defer", "reason": "say more about the purpose"})
 	if field(r, "request", "status") != "deferred" || field(r, "request", "reason") != "say more about the purpose" || field(r, "request", "decided_at") != nil {
@@ -403,6 +407,10 @@ func TestForumInbox(t *testing.T) {
 	if ids := forumIDs(forumInbox(t, tn, a, none), "threads"); !forumSame(ids, []string{"th_1"}) {
 		t.Fatalf("after acknowledging cursor 0: %v", ids)
 	}
+	// A cursor beyond the node's sequence would hide what is still to come.
+	if out := forumRefused(t, tn, "POST", "/api/v1/inbox/ack", a, map[string]any{"cursor": 1 << 40}, 400, "invalid_body"); field(out, "details", "field") != "cursor" {
+		t.Fatalf("a cursor from the future: %v", out)
+	}
 	// The same over MCP.
 	cs := forumSession(t, tn, a)
 	if out, isErr := forumCall(t, cs, "post_inbox_ack", map[string]any{}); isErr || out["cursor"].(float64) < cursor {
@@ -494,6 +502,10 @@ func TestForumFeatures(t *testing.T) {
 			out := forumRefused(t, tn, "POST", "/api/v1/features", a, map[string]any{"title": tc.title, "body": tc.body}, 400, "invalid_body")
 			if field(out, "details", "field") != tc.field {
 				t.Fatalf("details.field: %v", out)
+			}
+			// An empty text is missing, a long one too long.
+			if want := map[bool]string{true: "required", false: "max_length"}[strings.Contains(tc.name, "empty") || strings.Contains(tc.name, "blank")]; field(out, "details", "rule") != want {
+				t.Fatalf("details.rule: %v, want %s", out, want)
 			}
 		})
 	}
@@ -1453,7 +1465,10 @@ func TestForumReopenHigherBeatsLower(t *testing.T) {
 	tn.post(t, l, "/api/v1/threads/th_2/close", map[string]any{})
 	tn.post(t, a, "/api/v1/threads/th_2/reopen", map[string]any{})
 	tn.checkThread(t, "the creator's proposed reopen", "th_2", threadState{"open", "llm", true, true, true})
-	forumRefused(t, tn, "POST", "/api/v1/threads/th_2/messages", b, map[string]any{"kind": "note", "body": "x"}, 409, "thread_closed")
+	// The refusal says what lifts the lock: not another reopen.
+	if out := forumRefused(t, tn, "POST", "/api/v1/threads/th_2/messages", b, map[string]any{"kind": "note", "body": "x"}, 409, "thread_closed"); !strings.Contains(out["error"].(string), "confirm") {
+		t.Fatalf("the refusal does not say the reopen awaits confirmation: %v", out)
+	}
 	// Rejected, the close stands; proposed again and confirmed, it opens.
 	tn.post(t, l, "/api/v1/threads/th_2/reject", map[string]any{})
 	tn.checkThread(t, "the reopen rejected", "th_2", threadState{"closed", "llm", false, true, true})

@@ -112,7 +112,7 @@ func (n *Node) applyToken(ctx context.Context, c *api.Call, in applyIn) (ApplyOu
 	rec := tokenRequestRec{Token: tok.ID, TokenRequest: TokenRequest{
 		Status: reqPending, Identity: tok.Identity, Label: strings.TrimSpace(in.Label), Purpose: strings.TrimSpace(in.Purpose),
 		Model: strings.TrimSpace(in.Model), Client: strings.TrimSpace(in.Client), Provider: strings.TrimSpace(in.Provider),
-		Contact: strings.TrimSpace(in.Contact), Rights: tok.Rights, CreatedAt: time.Now().UTC(),
+		Contact: strings.TrimSpace(in.Contact), Rights: tok.Rights, CreatedAt: protocol.Now(),
 	}}
 	_, err = n.store.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		id, err := tx.NextID("token_request")
@@ -245,7 +245,7 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 		}
 		var err error
 		if rights, err = protocol.NewRights(names...); err != nil {
-			return TokenRequestOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "rights").With("rule", "enum")
+			return TokenRequestOut{}, rightsRefusal(err)
 		}
 		if rights.Has(protocol.RightLock) && strings.TrimSpace(in.Justification) == "" {
 			return TokenRequestOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "lock is granted only with a justification.").With("field", "justification").With("rule", "required")
@@ -271,7 +271,7 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 			}
 		}
 		if final(status) {
-			now := time.Now().UTC()
+			now := protocol.Now()
 			rec.DecidedAt = &now
 		}
 		return nil, putRequest(tx, rec)
@@ -303,7 +303,7 @@ func (n *Node) withdrawTokenRequest(ctx context.Context, c *api.Call, in request
 		if final(rec.Status) {
 			return nil, protocol.Refusef(protocol.ReasonRequestDecided, "Access request %d is already %s.", rec.ID, rec.Status)
 		}
-		now := time.Now().UTC()
+		now := protocol.Now()
 		rec.Status, rec.DecidedAt = reqWithdrawn, &now
 		return nil, putRequest(tx, rec)
 	})

@@ -33,7 +33,7 @@ func (n *Node) issueToken(ctx context.Context, c *api.Call, in issueTokenIn) (Is
 	}
 	rights, err := protocol.NewRights(in.Rights...)
 	if err != nil {
-		return IssuedToken{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "rights").With("rule", "enum")
+		return IssuedToken{}, rightsRefusal(err)
 	}
 	tok, err := n.auth.Issue(ctx, label, rights, false)
 	if err != nil {
@@ -80,7 +80,7 @@ type tokenRightsIn struct {
 func (n *Node) setTokenRights(ctx context.Context, c *api.Call, in tokenRightsIn) (TokenOut, error) {
 	rights, err := protocol.NewRights(in.Rights...)
 	if err != nil {
-		return TokenOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "rights").With("rule", "enum")
+		return TokenOut{}, rightsRefusal(err)
 	}
 	rec, err := n.auth.update(ctx, in.ID, func(rec *tokenRecord) error {
 		if rec.Human {
@@ -105,7 +105,7 @@ func (n *Node) revokeToken(ctx context.Context, c *api.Call, in tokenIDIn) (Toke
 			return protocol.Refusef(protocol.ReasonConflict, "A credential cannot revoke itself.")
 		}
 		if rec.RevokedAt == nil {
-			now := time.Now().UTC()
+			now := protocol.Now()
 			rec.RevokedAt = &now
 		}
 		return nil
@@ -114,4 +114,11 @@ func (n *Node) revokeToken(ctx context.Context, c *api.Call, in tokenIDIn) (Toke
 		return TokenOut{}, err
 	}
 	return n.tokenOut(rec), nil
+}
+
+// rightsRefusal refuses rights protocol.NewRights did not take, in words
+// for the client: the sentence without the Go error's package prefix.
+func rightsRefusal(err error) *protocol.Refusal {
+	msg := strings.TrimPrefix(err.Error(), protocol.ErrInvalidName.Error()+": ")
+	return protocol.Refusef(protocol.ReasonInvalidBody, "rights: %s.", msg).With("field", "rights").With("rule", "enum")
 }

@@ -179,7 +179,7 @@ func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx
 			return nil, err
 		}
 		rec.N = n
-		rec.RegisteredAt = time.Now().UTC().Truncate(time.Millisecond)
+		rec.RegisteredAt = protocol.Now()
 		b, err := json.Marshal(&rec)
 		if err != nil {
 			return nil, err

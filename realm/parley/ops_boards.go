@@ -99,7 +99,7 @@ func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (B
 	case !slugRE.MatchString(in.Slug):
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "slug: 1 to 40 of a-z, 0-9 and -, starting with a letter or digit.").With("field", "slug").With("rule", "format")
 	case protocol.CodePoints(strings.TrimSpace(in.Name)) == 0 || protocol.CodePoints(in.Name) > 80:
-		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "name: 1 to 80 characters.").With("field", "name").With("rule", "max_length")
+		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "name: 1 to 80 characters.").With("field", "name").With("rule", lengthRule(protocol.CodePoints(strings.TrimSpace(in.Name))))
 	case protocol.CodePoints(in.Description) > 500:
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "description: at most 500 characters.").With("field", "description").With("rule", "max_length")
 	}

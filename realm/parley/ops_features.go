@@ -52,12 +52,11 @@ func featureKey(id uint64) []byte { return key(pfxFeat, u64(id)) }
 
 func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn) (FeatureOut, error) {
 	title, body := strings.TrimSpace(in.Title), strings.TrimSpace(in.Body)
-	switch n := protocol.CodePoints(title); {
-	case n == 0 || n > 120:
-		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "title: 1 to 120 characters.").With("field", "title").With("rule", "max_length")
+	if n := protocol.CodePoints(title); n == 0 || n > 120 {
+		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "title: 1 to 120 characters.").With("field", "title").With("rule", lengthRule(n))
 	}
 	if n := protocol.CodePoints(body); n == 0 || n > 2000 {
-		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "body: 1 to 2000 characters.").With("field", "body").With("rule", "max_length")
+		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "body: 1 to 2000 characters.").With("field", "body").With("rule", lengthRule(n))
 	}
 	f := Feature{Title: title, Body: body, Status: "open", Requester: c.Principal.Identity.String()}
 	if in.From != nil && in.From.Extension != "" {
@@ -72,7 +71,7 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 			return nil, err
 		}
 		f.ID = id
-		f.CreatedAt = time.Now().UTC()
+		f.CreatedAt = protocol.Now()
 		f.UpdatedAt = f.CreatedAt
 		return nil, putJSON(tx, featureKey(id), &f)
 	})
@@ -138,8 +137,17 @@ func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStat
 		if !ok {
 			return nil, protocol.Refusef(protocol.ReasonNotFound, "No feature request %d; see get_features.", in.ID)
 		}
-		f.Status, f.Note, f.DecidedBy, f.UpdatedAt = in.Status, in.Note, c.Principal.Identity.String(), time.Now().UTC()
+		f.Status, f.Note, f.DecidedBy, f.UpdatedAt = in.Status, in.Note, c.Principal.Identity.String(), protocol.Now()
 		return nil, putJSON(tx, featureKey(in.ID), &f)
 	})
 	return FeatureOut{Feature: f}, err
+}
+
+// lengthRule names the rule a text of n characters broke: empty (after
+// trimming) is required, more than the limit is max_length.
+func lengthRule(n int) string {
+	if n == 0 {
+		return "required"
+	}
+	return "max_length"
 }

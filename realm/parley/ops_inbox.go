@@ -150,6 +150,11 @@ func (s *Service) ack(ctx context.Context, c *api.Call, in ackIn) (AckOut, error
 	}
 	cursor := s.st.Sequence()
 	if in.Cursor != nil {
+		// A cursor beyond what the node holds would hide every entry
+		// still to come; an earlier one reads again what came since.
+		if *in.Cursor > cursor {
+			return AckOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "cursor: at most %d, the node's sequence now.", cursor).With("field", "cursor").With("rule", "maximum")
+		}
 		cursor = *in.Cursor
 	}
 	me := c.Principal.Identity.String()

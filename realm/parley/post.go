@@ -94,7 +94,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			// A thread of another realm is checked as this replica sees it;
 			// its own realm has the last word (reply.go).
 			if t.locked() {
-				return nil, protocol.Refuse(protocol.ReasonThreadClosed)
+				return nil, t.closedRefusal()
 			}
 			if t.NoLLM && !p.Human {
 				return nil, protocol.Refuse(protocol.ReasonLLMReplyForbidden)

@@ -159,6 +159,17 @@ func (t *threadRec) locked() bool {
 	return t.State.Locked() || !t.State.Confirmed && t.Settled.Locked()
 }
 
+// closedRefusal is the refusal of a message to a locked thread, saying,
+// when a model's reopen stands over the close, what lifts the lock: not
+// another reopen, but its confirmation.
+func (t *threadRec) closedRefusal() *protocol.Refusal {
+	if t.State.Locked() {
+		return protocol.Refuse(protocol.ReasonThreadClosed)
+	}
+	return protocol.Refusef(protocol.ReasonThreadClosed,
+		"The thread stays closed: its reopening is a model's proposal until the human or a lock holder confirms it (post_threads_id_confirm) or rejects it.")
+}
+
 // newer orders threads by their latest activity, newest first; the node
 // sequence breaks ties within a millisecond.
 func newer(a, b *threadRec) bool {

@@ -351,7 +351,7 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 func (s *Service) judge(t *threadRec, m *messageRec) *protocol.Refusal {
 	switch {
 	case t.locked():
-		return protocol.Refuse(protocol.ReasonThreadClosed)
+		return t.closedRefusal()
 	case t.NoLLM && m.AuthorKind != protocol.OriginUser:
 		return protocol.Refuse(protocol.ReasonLLMReplyForbidden)
 	case protocol.CodePoints(m.Body) > s.cfg.Limits.Body:
