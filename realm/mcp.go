@@ -281,7 +281,82 @@ const (
 	rpcParseError     = -32700
 	rpcInvalidRequest = -32600
 	rpcMethodNotFound = -32601
+	rpcInvalidParams  = -32602
 )
+
+// paramsNeeded are the methods whose params MCP requires.
+var paramsNeeded = map[string]bool{"initialize": true, "tools/call": true, "logging/setLevel": true, "resources/read": true,
+	"resources/subscribe": true, "resources/unsubscribe": true, "prompts/get": true, "completion/complete": true}
+
+// logLevels are the levels of logging/setLevel (RFC 5424's, as MCP names them).
+var logLevels = []string{"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+
+// paramsProblem says what is wrong with a request's params for the members
+// the SDK reads, or "": the SDK would answer such a request with an error
+// of code 0, or an invalid request, naming its own Go types, or not at
+// all (an unknown log level), where JSON-RPC has "invalid params".
+func paramsProblem(method string, raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		if paramsNeeded[method] {
+			return method + " takes params, an object."
+		}
+		return ""
+	}
+	var params map[string]json.RawMessage
+	if json.Unmarshal(raw, &params) != nil || params == nil {
+		return "params is an object."
+	}
+	isString := func(name string, required bool) bool {
+		v, ok := params[name]
+		if !ok {
+			return !required
+		}
+		var s string
+		return json.Unmarshal(v, &s) == nil && v[0] == '"' && (s != "" || !required)
+	}
+	isObject := func(name string) bool {
+		v, ok := params[name]
+		if !ok || string(v) == "null" {
+			return true
+		}
+		var m map[string]json.RawMessage
+		return json.Unmarshal(v, &m) == nil
+	}
+	switch method {
+	case "initialize":
+		if !isString("protocolVersion", true) {
+			return "protocolVersion is a string, such as \"2025-06-18\"."
+		}
+		if !isObject("capabilities") || !isObject("clientInfo") {
+			return "capabilities and clientInfo are objects."
+		}
+	case "tools/call":
+		if !isString("name", true) {
+			return "name, the tool's, is a string; see tools/list."
+		}
+		if !isObject("arguments") {
+			return "arguments is an object."
+		}
+	case "logging/setLevel":
+		var level string
+		if v, ok := params["level"]; !ok || json.Unmarshal(v, &level) != nil || !slices.Contains(logLevels, level) {
+			return "level is one of " + strings.Join(logLevels, ", ") + "."
+		}
+	case "tools/list", "resources/list", "resources/templates/list", "prompts/list":
+		if !isString("cursor", false) {
+			return "cursor is a string, a list's nextCursor."
+		}
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		if !isString("uri", true) {
+			return "uri is a string."
+		}
+	case "prompts/get":
+		if !isString("name", true) {
+			return "name is a string; see prompts/list."
+		}
+	}
+	return ""
+}
 
 // serveJSONRPC hands one JSON-RPC message (or a batch), one JSON value, to
 // the SDK's handler h, and turns the SDK's plain-text refusals into JSON-RPC
@@ -323,6 +398,12 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	if r.Method == http.MethodPost && isObject && id != nil && method == nil && !hasResult && !hasError {
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: a message with an id and no method is neither a request nor a response.")
 		return
+	}
+	if isObject && method != nil && id != nil {
+		if why := paramsProblem(*method, msg["params"]); why != "" {
+			writeRPCError(w, http.StatusOK, id, rpcInvalidParams, "Invalid params: "+why)
+			return
+		}
 	}
 	rec := &rpcRecorder{ResponseWriter: w}
 	h.ServeHTTP(rec, r)

@@ -240,6 +240,15 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, 400, nil, -32600},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, 400, nil, -32600},
 		{`{"jsonrpc":"2.0","id":-12345678901234567890,"method":"ping"}`, 400, nil, -32600},
+		// Params the methods cannot take: invalid params, in plain words.
+		{`{"jsonrpc":"2.0","id":8,"method":"logging/setLevel"}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"loud"}}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"initialize"}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"initialize","params":{"protocolVersion":5,"capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{}}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"get_manifest","arguments":[]}}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"cursor":5}}`, 200, float64(8), -32602},
+		{`{"jsonrpc":"2.0","id":8,"method":"ping","params":[1]}`, 200, float64(8), -32602},
 	} {
 		resp, out := rawMCP(t, tn.srv.URL, tok, []byte(tc.body))
 		e, _ := out["error"].(map[string]any)
@@ -247,7 +256,7 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 			out["id"] != tc.id || e["code"] != tc.code || e["message"] == "" {
 			t.Errorf("%s: %d %s %v", tc.body, resp.StatusCode, resp.Header.Get("Content-Type"), out)
 		}
-		if strings.Contains(fmt.Sprint(e["message"]), "jsonrpc2") {
+		if m := fmt.Sprint(e["message"]); strings.Contains(m, "jsonrpc2") || strings.Contains(m, "mcp.") || strings.Contains(m, "unmarshal") {
 			t.Errorf("%s: the SDK's types in the message: %v", tc.body, e["message"])
 		}
 	}
