@@ -32,6 +32,9 @@ type op struct {
 	// events is how many events the op may append, when more than one:
 	// its overlay is sized for them rather than grown write by write.
 	events int
+	// retried marks an op the store runs again and again by itself (an
+	// unpark pass): a panic in it is logged with its stack once.
+	retried bool
 
 	tx  *Tx // set when the op is kept: its overlay goes to the writer
 	res opResult
@@ -581,6 +584,26 @@ func (c *committer) exclusive(o *op) {
 	o.done <- opResult{err: err}
 }
 
+// firstPanic reports whether a retried op's panic with this value is new
+// to the log. It keeps at most maxPanicsNoted values.
+func (s *Store) firstPanic(v string) bool {
+	s.panicsMu.Lock()
+	defer s.panicsMu.Unlock()
+	if _, ok := s.panicsNoted[v]; ok {
+		return false
+	}
+	if len(s.panicsNoted) >= maxPanicsNoted {
+		return true
+	}
+	if s.panicsNoted == nil {
+		s.panicsNoted = map[string]struct{}{}
+	}
+	s.panicsNoted[v] = struct{}{}
+	return true
+}
+
+const maxPanicsNoted = 64
+
 func (s *Store) runExclusive(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -594,7 +617,11 @@ func (s *Store) runExclusive(fn func() error) (err error) {
 func (s *Store) runOp(o *op, tx *Tx) (ev *StoredEvent, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			s.log.Error("store: op panicked", "panic", r, "stack", string(debug.Stack()))
+			if !o.retried || s.firstPanic(fmt.Sprint(r)) {
+				s.log.Error("store: op panicked", "panic", r, "stack", string(debug.Stack()))
+			} else {
+				s.log.Debug("store: op panicked again", "panic", r)
+			}
 			ev, err = nil, fmt.Errorf("%w: %v", errPanic, r)
 		}
 		if err != nil {

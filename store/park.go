@@ -383,7 +383,7 @@ func (s *Store) unparkChunks(ctx context.Context, run []ParkedEvent) (int, bool)
 	for len(run) > 0 {
 		chunk := run[:min(len(run), unparkChunk)]
 		var n int
-		_, err := s.do(ctx, &op{events: len(chunk), run: func(tx *Tx) (*StoredEvent, error) {
+		_, err := s.do(ctx, &op{events: len(chunk), retried: true, run: func(tx *Tx) (*StoredEvent, error) {
 			var err error
 			n, err = tx.unparkRun(chunk)
 			return nil, err
@@ -421,19 +421,30 @@ func (s *Store) unparkChunks(ctx context.Context, run []ParkedEvent) (int, bool)
 // its realm must stop there (p still waits, or a fault), and false when the
 // store closed.
 func (s *Store) unparkOne(ctx context.Context, p ParkedEvent) (took, stop, ok bool) {
-	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) { return tx.unpark(p) }})
+	_, err := s.do(ctx, &op{retried: true, run: func(tx *Tx) (*StoredEvent, error) { return tx.unpark(p) }})
 	switch {
 	case err == nil:
+		delete(s.unparkFaults, p.n)
 		return true, false, true
 	case errors.Is(err, ErrDependency):
 		return false, true, true
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
 		return false, true, false
 	case !IsRefusal(err):
-		// A fault, not the event's: it stays parked, tried again.
-		s.log.Warn("store: projecting a parked event", "realm", p.Realm, "seq", p.Seq, "err", err)
+		// A fault, not the event's: it stays parked, tried again, and said
+		// again only when it changes.
+		if why := err.Error(); s.unparkFaults[p.n] != why {
+			if s.unparkFaults == nil {
+				s.unparkFaults = map[uint64]string{}
+			}
+			s.unparkFaults[p.n] = why
+			s.log.Warn("store: projecting a parked event; it stays parked and is tried again after each pass", "realm", p.Realm, "seq", p.Seq, "err", err)
+		} else {
+			s.log.Debug("store: projecting a parked event, again", "realm", p.Realm, "seq", p.Seq, "err", err)
+		}
 		return false, true, true
 	}
+	delete(s.unparkFaults, p.n)
 	// Its records are held, and a projector refuses it: it broke a rule of
 	// the log. It stays in its chain, refused, and is not tried again.
 	s.log.Warn("store: a parked event is refused", "realm", p.Realm, "seq", p.Seq, "err", err)

@@ -1,12 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -454,6 +457,59 @@ func TestUnparkFaultIsNoRefusal(t *testing.T) {
 	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
 }
 
+// panicky is needs whose Apply panics on "t.need" events while panics is
+// set: a projector's bug that a crafted event sets off.
+type panicky struct {
+	needs
+	panics *atomic.Bool
+}
+
+func (p panicky) Apply(tx *Tx, se *StoredEvent) error {
+	if p.panics.Load() && se.Event.Type == "t.need" {
+		panic("projector bug")
+	}
+	return p.needs.Apply(tx, se)
+}
+
+// TestUnparkPanicWarnsOnce: a parked event whose projection panics stays
+// parked, tried on every pass, and the same fault is one warning in the
+// log, not one a pass; once the projector takes it, it is projected.
+func TestUnparkPanicWarnsOnce(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"}, [2]string{"t.make", "more"})
+	var panics atomic.Bool
+	cfg := testConfig("")
+	logged := &syncWriter{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logged, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s := openParking(t, cfg, panicky{panics: &panics})
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	panics.Store(true)
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		s.unparkPass(ctx)
+	}
+	if p, _ := s.ParkedEvents(0); len(p) != 1 || p[0].Refused {
+		t.Fatalf("after a panic, parked %+v", p)
+	}
+	if n := strings.Count(logged.String(), "projecting a parked event"); n != 1 {
+		t.Fatalf("%d warnings of the same fault:\n%s", n, logged.String())
+	}
+	if n := strings.Count(logged.String(), "op panicked"); n != 1 {
+		t.Fatalf("%d panics logged of the same fault:\n%s", n, logged.String())
+	}
+	panics.Store(false)
+	if _, err := s.Ingest(ctx, x[1], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
+}
+
 // late is needs whose Missing overlooks "t.late" events, though their Apply
 // needs the record: a dependency Missing overlooks.
 type late struct{ needs }
@@ -495,4 +551,23 @@ func TestUnparkApplyDependency(t *testing.T) {
 	if got, want := arrival(t, s), []string{"x:1@1", "b:1@2"}; !slices.Equal(got, want) {
 		t.Fatalf("projected %v, want %v", got, want)
 	}
+}
+
+// syncWriter collects what a logger writes, which the unpark loop and the
+// test may do at once.
+type syncWriter struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(b)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -127,8 +127,14 @@ type Store struct {
 	projectorsSet atomic.Bool   // EnsureProjections ran: passes may project
 	unparkWake    chan struct{} // buffered 1: a pass is due
 	unparkDone    chan struct{}
-	unparkMu      sync.Mutex     // one pass at a time
-	waitingAtOpen map[string]int // x/pk/ by realm, for the committer's count
+	unparkMu      sync.Mutex // one pass at a time
+	// unparkFaults is the fault last logged for each parked event, by its
+	// parking number (under unparkMu): a fault that repeats on every pass
+	// is logged once at warning level, not every few seconds.
+	unparkFaults  map[uint64]string
+	panicsMu      sync.Mutex
+	panicsNoted   map[string]struct{} // panics of retried ops logged with their stack
+	waitingAtOpen map[string]int      // x/pk/ by realm, for the committer's count
 
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
