@@ -21,6 +21,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/session"
 )
 
 // refusalSchema is the shape of a refusal in a tool result.
@@ -537,7 +538,11 @@ func (n *Node) mcpHandler() http.Handler {
 		tok, ok := bearer(r)
 		if !ok {
 			// A browser session (cookie) is not enough: MCP needs a token.
-			writeRefusal(w, protocol.Refuse(protocol.ReasonTokenRequired))
+			ref := protocol.Refuse(protocol.ReasonTokenRequired)
+			if _, err := r.Cookie(session.CookieName); err != nil {
+				ref = protocol.Refusef(protocol.ReasonTokenRequired, "MCP needs a token: send Authorization: Bearer <token>.")
+			}
+			writeRefusal(w, ref)
 			return
 		}
 		p, err := n.auth.Authenticate(tok)

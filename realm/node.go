@@ -45,6 +45,8 @@ type Config struct {
 	// InMemory keeps the store in memory: for tests; nothing survives.
 	InMemory bool
 	// HumanName is the operator's line: the human is human:<HumanName>.
+	// It is named when the realm is created ("" there: operator); later
+	// it may only repeat that name ("" takes the realm's).
 	HumanName string
 	// MaxBodyBytes bounds a request body; larger ones are payload_too_large.
 	MaxBodyBytes int64
@@ -73,7 +75,6 @@ func DefaultConfig() Config {
 		DataDir:      "./data",
 		HTTPAddr:     "127.0.0.1:8080",
 		P2PAddrs:     []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1"},
-		HumanName:    "operator",
 		MaxBodyBytes: 8 << 20, // an envelope with a 5 MB image, base64, and room
 		RateLimit:    protocol.DefaultParleyLimits.RequestsPerMinute,
 		Sessions:     session.DefaultConfig(),
@@ -113,6 +114,10 @@ type Node struct {
 type realmFile struct {
 	Realm  string `json:"realm"`
 	PeerID string `json:"peer_id"`
+	// InMemory marks a directory whose realm's chain lived in memory only:
+	// gone, though peers may hold it, so no store on disk may start a new
+	// one under its key.
+	InMemory bool `json:"in_memory,omitempty"`
 }
 
 // Open prepares a node: it creates or loads the realm key, opens the store,
@@ -124,11 +129,21 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.HumanName == "" {
-		cfg.HumanName = "operator"
+	explicitHuman := cfg.HumanName != ""
+	if !explicitHuman {
+		cfg.HumanName = "operator" // a new realm's human, unless named
+	} else if protocol.Slug(cfg.HumanName) == "" {
+		return nil, fmt.Errorf("the human's name %q has no letter or digit to make a line of", cfg.HumanName)
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultConfig().MaxBodyBytes
+	}
+	if cfg.Realm != "" {
+		// Checked before the data directory is made: a refused start
+		// leaves nothing behind.
+		if _, err := protocol.ParseRealm(cfg.Realm); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
@@ -150,9 +165,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("--in-memory needs a data directory of its own: %s already holds a realm's key, whose chain an in-memory store would fork (and whose operator secret it would replace)", cfg.DataDir)
 		}
 	}
-	name, err := pinRealm(cfg.DataDir, cfg.Realm)
+	name, rf, err := pinRealm(cfg.DataDir, cfg.Realm)
 	if err != nil {
 		return nil, err
+	}
+	if rf.InMemory && !cfg.InMemory {
+		return nil, fmt.Errorf("%s held realm %q in memory: that chain is gone, though peers may hold it, and a store here would start another under the same key, a fork peers quarantine; use a new data directory", cfg.DataDir, name)
 	}
 	id, created, err := federation.LoadOrCreateIdentity(filepath.Join(cfg.DataDir, "realm.key"))
 	if err != nil {
@@ -161,7 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if created {
 		cfg.Logger.Info("created realm key", "realm", name, "peer_id", id.PeerID.String())
 	}
-	if err := writeRealmFile(cfg.DataDir, realmFile{Realm: string(name), PeerID: id.PeerID.String()}); err != nil {
+	if err := writeRealmFile(cfg.DataDir, realmFile{Realm: string(name), PeerID: id.PeerID.String(), InMemory: cfg.InMemory}); err != nil {
 		return nil, err
 	}
 	scfg := store.DefaultConfig(filepath.Join(cfg.DataDir, "store"))
@@ -203,6 +221,16 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.ensureOperator(); err != nil {
 		st.Close()
 		return nil, err
+	}
+	// The human was named when the realm was created; its identity signs
+	// its events and every peer knows it: it is not renamed.
+	if p := n.auth.human(); p != nil {
+		line := p.Identity.Line
+		if explicitHuman && protocol.Slug(cfg.HumanName) != line {
+			st.Close()
+			return nil, fmt.Errorf("the realm's human is %s, named when the realm was created; --human %q cannot rename it (leave it out, or give %q)", p.Identity, cfg.HumanName, line)
+		}
+		cfg.HumanName, n.cfg.HumanName = line, line
 	}
 	human := protocol.Identity{Prefix: protocol.HumanPrefix, Line: cfg.HumanName}.String()
 	if err := n.parley.Bootstrap(context.Background(), human); err != nil {
@@ -248,25 +276,27 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 // pinRealm returns the realm name of the data directory, recording it on
 // first start; a different name later is refused, because the log, the key
 // and every identity belong to the first.
-func pinRealm(dir, want string) (protocol.Realm, error) {
+func pinRealm(dir, want string) (protocol.Realm, realmFile, error) {
+	var rf realmFile
 	b, err := os.ReadFile(filepath.Join(dir, "realm.json"))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return "", err
+		return "", rf, err
 	}
 	if err == nil {
-		var rf realmFile
 		if err := json.Unmarshal(b, &rf); err != nil {
-			return "", fmt.Errorf("realm.json: %w", err)
+			return "", rf, fmt.Errorf("realm.json: %w", err)
 		}
 		if want != "" && want != rf.Realm {
-			return "", fmt.Errorf("data directory %s belongs to realm %q, not %q", dir, rf.Realm, want)
+			return "", rf, fmt.Errorf("data directory %s belongs to realm %q, not %q", dir, rf.Realm, want)
 		}
-		return protocol.ParseRealm(rf.Realm)
+		name, err := protocol.ParseRealm(rf.Realm)
+		return name, rf, err
 	}
 	if want == "" {
 		want = "local"
 	}
-	return protocol.ParseRealm(want)
+	name, err := protocol.ParseRealm(want)
+	return name, rf, err
 }
 
 func writeRealmFile(dir string, rf realmFile) error {

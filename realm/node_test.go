@@ -240,6 +240,84 @@ func TestReopenKeepsRealmAndCredentials(t *testing.T) {
 	}
 }
 
+// TestHumanNamedOnce: the human is named when the realm is created; a later
+// start takes that name whatever it is given, or refuses another, and the
+// manifest says the identity the operator's secret acts as.
+func TestHumanNamedOnce(t *testing.T) {
+	dir := t.TempDir()
+	open := func(human string) (*Node, error) {
+		cfg := DefaultConfig()
+		cfg.P2PAddrs = nil
+		cfg.Realm, cfg.DataDir, cfg.HumanName = "first", dir, human
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		return Open(context.Background(), cfg)
+	}
+	manifestHuman := func(n *Node) any {
+		rec := httptest.NewRecorder()
+		n.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/manifest", nil))
+		var m map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &m)
+		return m["human"]
+	}
+	n, err := open("Alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := n.auth.human(); p.Identity.String() != "human:alice" || manifestHuman(n) != "human:alice" {
+		t.Fatalf("created as %s, manifest %v", p.Identity, manifestHuman(n))
+	}
+	n.Close()
+	for _, same := range []string{"", "alice"} {
+		n, err := open(same)
+		if err != nil {
+			t.Fatalf("--human %q: %v", same, err)
+		}
+		if got := manifestHuman(n); got != "human:alice" {
+			t.Errorf("--human %q: the manifest says %v", same, got)
+		}
+		n.Close()
+	}
+	if _, err := open("bob"); err == nil || !strings.Contains(err.Error(), "human:alice") {
+		t.Fatalf("renamed to bob: %v", err)
+	}
+	if _, err := open("::"); err == nil {
+		t.Fatal("a human's name without a letter or digit")
+	}
+	// A bad realm name is refused before anything is made.
+	cfg := DefaultConfig()
+	cfg.P2PAddrs, cfg.Realm, cfg.DataDir = nil, "Bad Name", filepath.Join(dir, "new")
+	if _, err := Open(context.Background(), cfg); err == nil {
+		t.Fatal("realm name \"Bad Name\" taken")
+	}
+	if _, err := os.Stat(cfg.DataDir); err == nil {
+		t.Fatal("a refused start made its data directory")
+	}
+}
+
+// TestInMemoryDirectoryStaysSo: a data directory whose realm lived in
+// memory is refused to a store on disk, whose new chain under the same key
+// would fork the one peers may hold.
+func TestInMemoryDirectoryStaysSo(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil
+	cfg.Realm, cfg.DataDir = "demo", dir
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg.InMemory = true
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	cfg.InMemory = false
+	if _, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "in memory") {
+		t.Fatalf("a store on disk under an in-memory realm's key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "store")); err == nil {
+		t.Fatal("the refused start left a store behind")
+	}
+}
+
 func TestTokensLifecycle(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "OpenCode", "write", "pin")

@@ -158,7 +158,7 @@ func (n *Node) removePeer(ctx context.Context, c *api.Call, in peerIDIn) (DoneOu
 		if errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) {
 			return DoneOut{}, err
 		}
-		return DoneOut{}, protocol.Refusef(protocol.ReasonNotFound, "No peer %q; see get_federation_peers.", in.ID)
+		return DoneOut{}, protocol.Refusef(protocol.ReasonNotFound, "No peer %q; relay peer list (get_federation_peers) lists them.", in.ID)
 	}
 	return DoneOut{OK: true}, nil
 }

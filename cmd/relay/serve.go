@@ -33,7 +33,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "peer", Usage: "peer multiaddr with /p2p/<peer id>, dialled and admitted (repeatable)", EnvVars: []string{"RELAY_PEER"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "open-federation", Usage: "admit realms that dial in without being named as peers", EnvVars: []string{"RELAY_OPEN_FEDERATION"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "sync-interval", Value: federation.DefaultConfig().SyncInterval, Usage: "how often connected peers compare heads (anti-entropy)", EnvVars: []string{"RELAY_SYNC_INTERVAL"}}),
-		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name: the human is human:<name>", EnvVars: []string{"RELAY_HUMAN"}}),
+		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name, given when the realm is created: the human is human:<name> (default: the realm's, else \"operator\")", EnvVars: []string{"RELAY_HUMAN"}}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "search-cache", Value: corpus.DefaultMessageCacheBytes >> 20, Usage: "MiB of decoded messages corpus search keeps in memory; 0 keeps none", EnvVars: []string{"RELAY_SEARCH_CACHE"}}),
