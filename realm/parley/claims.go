@@ -17,8 +17,8 @@ import (
 // decided by the protocol.Claim* rules. Two replicas that hold the same
 // facts show the same claim, whatever order the facts came in; a fact
 // refused where it falls in that order (an attestation after the
-// supersede) is kept, not shown, and counts again if an earlier fact
-// arrives later.
+// supersede) is kept and shown with the rule that refused it, not counted,
+// and counts again if an earlier fact arrives later.
 
 // Kinds of claim facts. One event makes at most a refute and a supersede
 // of one claim (a refine that also refutes it); they fold in this order, the
@@ -73,6 +73,12 @@ func (f *claimFact) before(g *claimFact) bool {
 		return f.Seq < g.Seq
 	}
 	return factRank(f.Kind) < factRank(g.Kind)
+}
+
+// attestation is an attest fact as the claim shows it; refused is the rule
+// that kept it from counting, if one did.
+func (f *claimFact) attestation(refused protocol.Reason) attestation {
+	return attestation{Verdict: f.Verdict, By: f.By, Extension: f.Extension, Evidence: f.Evidence, Note: f.Note, At: f.At, CID: f.CID, Refused: refused}
 }
 
 // claimBase is what a claim record written before facts were kept had
@@ -164,13 +170,16 @@ func (c *claimRec) fold() {
 			continue
 		}
 		if ref != nil {
+			if f.Kind == factAttest {
+				// An acknowledged write stays in sight: shown, not counted.
+				c.Attestations = append(c.Attestations, f.attestation(ref.Reason))
+			}
 			continue
 		}
 		c.State = next
 		switch f.Kind {
 		case factAttest:
-			c.Attestations = append(c.Attestations, attestation{Verdict: f.Verdict, By: f.By, Extension: f.Extension,
-				Evidence: f.Evidence, Note: f.Note, At: f.At, CID: f.CID})
+			c.Attestations = append(c.Attestations, f.attestation(""))
 		case factRefute:
 			c.RefutedBy = append(c.RefutedBy, *f.Message)
 		case factSeal:

@@ -44,7 +44,8 @@ type claimOrderTest struct {
 	name  string
 	steps []claimFactStep
 	// What every order must end with: the state, the attestations shown (by
-	// attester's realm, in the order shown), and whether the claim is
+	// attester's realm, in the order shown; "!" after the realm: shown as
+	// refused, not counted), and whether the claim is
 	// sealed, refuted by the refute act and superseded.
 	state      protocol.ClaimState
 	shown      []string
@@ -58,12 +59,12 @@ var claimOrderTests = []claimOrderTest{
 		name: "every fact",
 		steps: []claimFactStep{{stepSupports, 10}, {stepInconclusive, 10}, {stepRefutes, 20}, {stepRefuteAct, 25},
 			{stepSeal, 30}, {stepSupersede, 40}, {stepLateSupports, 50}},
-		state: protocol.ClaimSuperseded, shown: []string{"beta|delta", "beta|delta", "gamma"}, sealed: true, refutedBy: true, superseded: true,
+		state: protocol.ClaimSuperseded, shown: []string{"beta|delta", "beta|delta", "gamma", "zeta!"}, sealed: true, refutedBy: true, superseded: true,
 	},
 	{
 		name:  "attestations race a supersede",
 		steps: []claimFactStep{{stepSupports, 10}, {stepSupersede, 20}, {stepLateSupports, 30}, {stepInconclusive, 40}},
-		state: protocol.ClaimSuperseded, shown: []string{"beta"}, superseded: true,
+		state: protocol.ClaimSuperseded, shown: []string{"beta", "zeta!", "delta!"}, superseded: true,
 	},
 	{
 		name:  "a refutation races a seal",
@@ -78,7 +79,7 @@ var claimOrderTests = []claimOrderTest{
 	{
 		name:  "a seal after the supersede",
 		steps: []claimFactStep{{stepRefutes, 10}, {stepSupersede, 20}, {stepSupports, 25}, {stepSeal, 30}, {stepRefuteAct, 35}},
-		state: protocol.ClaimSuperseded, shown: []string{"gamma"}, superseded: true,
+		state: protocol.ClaimSuperseded, shown: []string{"gamma", "beta!"}, superseded: true,
 	},
 }
 
@@ -256,7 +257,15 @@ func checkClaimOut(t *testing.T, tt claimOrderTest, out []byte) {
 	c := res.Claim
 	var shown []string
 	for _, a := range c.Attestations {
-		shown = append(shown, strings.SplitN(a.By.Identity, ":", 2)[0])
+		by := strings.SplitN(a.By.Identity, ":", 2)[0]
+		switch a.Refused {
+		case "":
+		case string(protocol.ReasonClaimSuperseded):
+			by += "!"
+		default:
+			t.Fatalf("attestation refused for %q", a.Refused)
+		}
+		shown = append(shown, by)
 	}
 	ok := c.State == tt.state && len(shown) == len(tt.shown) &&
 		(c.SealedAt != nil) == tt.sealed && (len(c.RefutedBy) > 0) == tt.refutedBy && (c.SupersededBy != nil) == tt.superseded
@@ -274,7 +283,8 @@ func checkClaimOut(t *testing.T, tt claimOrderTest, out []byte) {
 
 // At home, the attest operation refuses a superseded claim before any event
 // is made, on the claim as it stands; an attestation another realm made
-// before the supersede, arriving after it, still counts.
+// before the supersede, arriving after it, still counts, and one made after
+// it, at a realm that had not received it, is shown refused.
 func TestClaimHomeRefusesSuperseded(t *testing.T) {
 	ctx := context.Background()
 	s := newFixedService(t)
@@ -295,7 +305,8 @@ func TestClaimHomeRefusesSuperseded(t *testing.T) {
 	}
 
 	// beta supported the claim a millisecond before the refine, and its word
-	// comes late; one a millisecond after it does not count.
+	// comes late; one a millisecond after it does not count, though it is
+	// shown, refused.
 	beta := newChainWriter(t, s.st, "beta", 3, nil)
 	beta.at = refine.Message.CreatedAt.UnixMilli() - 1
 	early := beta.emit(evClaimAttested, "bob", attestData{Claim: "test:cl_1", Verdict: "supports"})
@@ -306,8 +317,8 @@ func TestClaimHomeRefusesSuperseded(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := res.Claim
-	if c.State != protocol.ClaimSuperseded || len(c.Attestations) != 1 || c.Attestations[0].CID != early.String() ||
-		c.SupersededBy == nil || *c.SupersededBy != "cl_2" {
+	if c.State != protocol.ClaimSuperseded || len(c.Attestations) != 2 || c.Attestations[0].CID != early.String() || c.Attestations[0].Refused != "" ||
+		c.Attestations[1].Refused != string(protocol.ReasonClaimSuperseded) || c.SupersededBy == nil || *c.SupersededBy != "cl_2" {
 		t.Fatalf("claim %s, superseded by %v, attestations %+v", c.State, c.SupersededBy, c.Attestations)
 	}
 	if _, err = s.attest(ctx, &api.Call{Principal: bob}, attestIn{ID: "cl_1", Verdict: "supports"}); err == nil {

@@ -22,8 +22,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // changes, so that stores projected before are rebuilt (store.Versioned).
 // 1: the participation and decided-reply indexes hold this realm's
 // identities only. 2: a proposed reopen of a confirmed close leaves the
-// thread locked, so it is not counted as waiting.
-func (projector) ProjectionVersion() string { return "parley/2" }
+// thread locked, so it is not counted as waiting. 3: an attestation a
+// claim's facts refuse where it falls is shown, refused.
+func (projector) ProjectionVersion() string { return "parley/3" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the

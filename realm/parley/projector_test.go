@@ -223,6 +223,12 @@ func projectionScenario(t *testing.T, s *Service, runs bool) {
 		Change: protocol.Change{To: protocol.StateClosed, Origin: protocol.OriginUser, Confirmed: true, Before: protocol.StateOpen}})
 	alpha.emit(evThreadState, "bob", stateData{Thread: "th_3", Via: "reopen",
 		Change: protocol.Change{To: protocol.StateOpen, Origin: protocol.OriginLLM}})
+
+	// beta's agent supports cl_2 after alpha's refine superseded it, by the
+	// events' times, not having received the refine: the attestation is
+	// shown, refused (parley/3).
+	beta.at += 5000
+	beta.emit(evClaimAttested, "dan", attestData{Claim: "alpha:cl_2", Verdict: "supports"})
 }
 
 // dumpProjection lists every record of the forum, key and value.
@@ -451,6 +457,8 @@ var goldenVersions = map[string]string{
 	"parley/1": "7e5019decd131a0d05522b33fef11016a5976133ef86c3bf2d641ce50e0bea36",
 	// The scenario's th_3 of alpha: a proposed reopen of a confirmed close.
 	"parley/2": "a9f104545c88c0931c062d22deb226ece07334069b7c6d384b27b65e21faf2d8",
+	// beta's attestation of alpha's cl_2 after the refine superseded it.
+	"parley/3": "ee161fb955440a821cda307fc5ac6309b30d6d1a4def7b6819c3dc4d96c3d0a0",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

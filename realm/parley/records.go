@@ -243,6 +243,10 @@ type attestation struct {
 	Note      string              `json:"note,omitempty"`
 	At        time.Time           `json:"at"`
 	CID       string              `json:"cid"`
+	// Refused is the rule that kept the attestation from counting where
+	// it falls among the claim's facts: an attestation made, at another
+	// realm, after a supersede it had not yet received.
+	Refused protocol.Reason `json:"refused,omitempty"`
 }
 
 // historyRec is one state change of a thread.

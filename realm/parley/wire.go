@@ -95,6 +95,11 @@ type Attestation struct {
 	Note     string              `json:"note,omitempty"`
 	At       time.Time           `json:"at"`
 	CID      string              `json:"cid"`
+	// Refused: the attestation does not count, by this rule. Facts from
+	// several realms fold in the order of their times, so an attestation
+	// made elsewhere after a supersede it had not received is refused
+	// where it falls, yet stays shown.
+	Refused string `json:"refused,omitempty" jsonschema:"the reason it does not count, e.g. claim_superseded: the claim had been superseded before it, by the events' times"`
 }
 
 // ClaimOut is a claim with its attestations.
@@ -190,7 +195,7 @@ func (s *Service) claimOut(c *claimRec) ClaimOut {
 	}
 	for _, a := range c.Attestations {
 		out.Attestations = append(out.Attestations, Attestation{Verdict: a.Verdict, By: From{Identity: a.By, Extension: a.Extension},
-			Evidence: nonNil(a.Evidence), Note: a.Note, At: a.At, CID: a.CID})
+			Evidence: nonNil(a.Evidence), Note: a.Note, At: a.At, CID: a.CID, Refused: string(a.Refused)})
 	}
 	for _, r := range c.RefutedBy {
 		out.RefutedBy = append(out.RefutedBy, s.keyString(protocol.KeyMessage, r))
