@@ -32,7 +32,17 @@ import (
 // was, and an export (EachChained) is in arrival order but for the events
 // still parked, which come last.
 //
+// A later event of the realm waits behind a parked one only when it touches
+// what that one touches: projectors that are Scoped name, for each event,
+// the records it refers to or makes, and an event sharing none of them with
+// its realm's parked events is projected past them, as nothing it does
+// depends on theirs or changes what they will do. Every replica then ends
+// the same whichever of the two it projects first. An event whose scopes a
+// projector cannot name shares every scope ("*").
+//
 //	x/pk/<n 8 BE> → parked at (unix ms, 8 BE) ‖ place length (uvarint) ‖ place ‖ why
+//	x/pq/<n 8 BE> → the parked event's scopes, each a uvarint length ‖ bytes
+//	x/ps/<realm> 0x00 <scope> → how many of the realm's parked events have it (8 BE)
 
 // Dependent is a projector that can tell, by reads alone, whether an event
 // refers to a record not held yet. Missing returns nil when Apply may run,
@@ -44,10 +54,157 @@ type Dependent interface {
 	Missing(tx *Tx, se *StoredEvent) error
 }
 
+// Scoped is a projector that names, by reads alone, the records an event
+// refers to or makes: its scopes, strings in the projector's own words and
+// prefixed with its own name, so that two projectors' never meet. Two
+// events of one realm that share no scope of any projector commute: each
+// projects the same whichever comes first. nil with no error: the event
+// touches nothing of this projector's. An error: it cannot tell, and the
+// event counts as sharing every scope. A projector that is not Scoped
+// counts so for every event.
+type Scoped interface {
+	Scopes(tx *Tx, se *StoredEvent) ([]string, error)
+}
+
+// scopeAll is the scope every scope meets.
+const scopeAll = "*"
+
 var (
-	prefixParked  = []byte("x/pk/")
-	prefixRefused = []byte("x/pr/") // parked, its records held, and refused by a projector
+	prefixParked       = []byte("x/pk/")
+	prefixRefused      = []byte("x/pr/") // parked, its records held, and refused by a projector
+	prefixParkedScopes = []byte("x/pq/")
+	prefixScopeCount   = []byte("x/ps/")
 )
+
+// scopesOf names the scopes of se: those of every projector, or just
+// scopeAll when one cannot tell.
+func scopesOf(tx *Tx, projectors []Projector, se *StoredEvent) []string {
+	var out []string
+	for _, p := range projectors {
+		sc, ok := p.(Scoped)
+		if !ok {
+			return []string{scopeAll}
+		}
+		s, err := sc.Scopes(tx, se)
+		if err != nil {
+			return []string{scopeAll}
+		}
+		for _, x := range s {
+			if x == scopeAll {
+				return []string{scopeAll}
+			}
+			if !slices.Contains(out, x) {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+func scopeCountKey(realm, scope string) []byte {
+	return join(prefixScopeCount, []byte(realm), []byte{0}, []byte(scope))
+}
+
+func encodeScopes(scopes []string) []byte {
+	var b []byte
+	for _, s := range scopes {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+func decodeScopes(b []byte) ([]string, error) {
+	var out []string
+	for len(b) > 0 {
+		l, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < l {
+			return nil, errors.New("store: corrupt parked scopes")
+		}
+		out = append(out, string(b[w:w+int(l)]))
+		b = b[w+int(l):]
+	}
+	return out, nil
+}
+
+// parkedScopes returns the scopes of parked event n: every scope when none
+// were recorded.
+func (tx *Tx) parkedScopes(n uint64) ([]string, error) {
+	v, err := tx.Get(join(prefixParkedScopes, u64(n)))
+	if errors.Is(err, ErrNotFound) {
+		return []string{scopeAll}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return decodeScopes(v)
+}
+
+// countScope adds d to the count of realm's parked events with scope.
+func (tx *Tx) countScope(realm, scope string, d int64) error {
+	k := scopeCountKey(realm, scope)
+	var n int64
+	switch v, err := tx.Get(k); {
+	case err == nil && len(v) == 8:
+		n = int64(binary.BigEndian.Uint64(v))
+	case err != nil && !errors.Is(err, ErrNotFound):
+		return err
+	}
+	if n += d; n <= 0 {
+		tx.del(k)
+	} else {
+		tx.put(k, u64(uint64(n)))
+	}
+	return nil
+}
+
+// holdScopes records the scopes of parked event n of realm.
+func (tx *Tx) holdScopes(realm string, n uint64, scopes []string) error {
+	tx.put(join(prefixParkedScopes, u64(n)), encodeScopes(scopes))
+	for _, s := range scopes {
+		if err := tx.countScope(realm, s, 1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// releaseScopes forgets the scopes of parked event n of realm, which is
+// projected or refused: it no longer holds back what shares them.
+func (tx *Tx) releaseScopes(realm string, n uint64) error {
+	scopes, err := tx.parkedScopes(n)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Get(join(prefixParkedScopes, u64(n))); err == nil {
+		tx.del(join(prefixParkedScopes, u64(n)))
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	for _, s := range scopes {
+		if err := tx.countScope(realm, s, -1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// behind reports whether an event of realm with scopes shares one with a
+// parked event of its realm; the caller knows some are parked.
+func (tx *Tx) behind(realm string, scopes []string) (bool, error) {
+	if slices.Contains(scopes, scopeAll) {
+		return true, nil // it meets every scope
+	}
+	for _, s := range append([]string{scopeAll}, scopes...) {
+		switch _, err := tx.Get(scopeCountKey(realm, s)); {
+		case err == nil:
+			return true, nil
+		case !errors.Is(err, ErrNotFound):
+			return false, err
+		}
+	}
+	return false, nil
+}
 
 // parkCounter numbers parked events (Tx.NextID), in parking order.
 const parkCounter = "store/parked"
@@ -126,8 +283,15 @@ func missing(tx *Tx, projectors []Projector, se *StoredEvent) error {
 // earlier event of the realm waits, a later one waits behind it.
 func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEvent, error) {
 	se := &StoredEvent{Event: ev, CID: c, Raw: raw}
+	var scopes []string
 	if n := tx.waiting(ev.Realm); n > 0 {
-		return se, tx.park(se, prefixParked, fmt.Sprintf("after %d earlier event(s) of %s not shown yet", n, ev.Realm))
+		scopes = scopesOf(tx, tx.b.projectors, se)
+		switch behind, err := tx.behind(ev.Realm, scopes); {
+		case err != nil:
+			return nil, err
+		case behind:
+			return se, tx.park(se, prefixParked, scopes, fmt.Sprintf("after an earlier event of %s not shown yet that touches what it touches", ev.Realm))
+		}
 	}
 	err := missing(tx, tx.b.projectors, se)
 	if err == nil {
@@ -136,7 +300,10 @@ func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEve
 	if !errors.Is(err, ErrDependency) {
 		return nil, err
 	}
-	return se, tx.park(se, prefixParked, err.Error())
+	if scopes == nil {
+		scopes = scopesOf(tx, tx.b.projectors, se)
+	}
+	return se, tx.park(se, prefixParked, scopes, err.Error())
 }
 
 // waiting is how many events of realm wait parked, as the op sees it.
@@ -150,8 +317,10 @@ func (tx *Tx) addWaiting(realm string, d int) {
 }
 
 // park links se into its realm's chain without projecting it, and records
-// it under pre (x/pk/, or x/pr/ for one a projector refused) with why.
-func (tx *Tx) park(se *StoredEvent, pre []byte, why string) error {
+// it under pre (x/pk/, or x/pr/ for one a projector refused) with why; one
+// that waits (x/pk/) holds back its realm's later events that share one of
+// its scopes.
+func (tx *Tx) park(se *StoredEvent, pre []byte, scopes []string, why string) error {
 	key := tx.link(se.Event, se.CID)
 	tx.put(key, encodeEventRecord(0, se.CID.Bytes(), se.Raw))
 	n, err := tx.NextID(parkCounter)
@@ -162,6 +331,7 @@ func (tx *Tx) park(se *StoredEvent, pre []byte, why string) error {
 	tx.parked++
 	if bytes.Equal(pre, prefixParked) {
 		tx.addWaiting(se.Event.Realm, 1)
+		return tx.holdScopes(se.Event.Realm, n, scopes)
 	}
 	return nil
 }
@@ -193,6 +363,9 @@ func (tx *Tx) unpark(p ParkedEvent) (*StoredEvent, error) {
 	}
 	tx.del(parkedKey(p.n))
 	tx.addWaiting(string(p.Realm), -1)
+	if err := tx.releaseScopes(string(p.Realm), p.n); err != nil {
+		return nil, err
+	}
 	if done {
 		return nil, nil
 	}
@@ -246,6 +419,41 @@ func (s *Store) ParkedEvents(limit int) ([]ParkedEvent, error) {
 		return nil
 	})
 	return out, err
+}
+
+// scopeParked gives the events parked before parking had scopes (x/pk/
+// without x/pq/) every scope, so that their realms' later events wait
+// behind them as they did then.
+func (s *Store) scopeParked(ctx context.Context) error {
+	if s.parkGen.Load() == s.parkedNone.Load() {
+		return nil // nothing parked: no read at start-up
+	}
+	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		var old []ParkedEvent
+		err := tx.Iterate(prefixParked, false, func(k, v []byte) error {
+			p, err := decodeParked(k, v)
+			if err != nil {
+				return err
+			}
+			switch _, err := tx.Get(join(prefixParkedScopes, u64(p.n))); {
+			case errors.Is(err, ErrNotFound):
+				old = append(old, p)
+			case err != nil:
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range old {
+			if err := tx.holdScopes(string(p.Realm), p.n, []string{scopeAll}); err != nil {
+				return nil, err
+			}
+		}
+		return nil, nil
+	}})
+	return err
 }
 
 // wakeUnpark asks the unpark loop for a pass, if anything may be parked.
@@ -455,6 +663,9 @@ func (s *Store) unparkOne(ctx context.Context, p ParkedEvent) (took, stop, ok bo
 		}
 		tx.del(parkedKey(p.n))
 		tx.addWaiting(string(p.Realm), -1)
+		if err := tx.releaseScopes(string(p.Realm), p.n); err != nil {
+			return nil, err
+		}
 		tx.put(join(prefixRefused, u64(p.n)), encodeParked(p.At, p.place, why))
 		return nil, nil
 	}})
@@ -474,42 +685,72 @@ func (s *Store) unparkOne(ctx context.Context, p ParkedEvent) (took, stop, ok bo
 }
 
 // readyParked returns, from one snapshot, the parked events of every realm
-// whose first parked event's records are held now, each realm's in order
-// (a later one may need what an earlier one makes: unparkRun stops there),
-// and how many are parked in all. A pass costs the committer nothing for
-// the realms that still wait.
+// that may be projected now, each realm's in chain order, and how many are
+// parked in all. A realm's run starts at its first event whose records are
+// held and that shares no scope with an earlier event of its realm that
+// still waits; it goes on with every later one that shares none either,
+// whether its records are held yet or not, since an event before it in the
+// run may make them: unparkRun stops at the first that waits after all. A
+// pass costs the committer nothing for the events that still wait.
 func (s *Store) readyParked() (runs [][]ParkedEvent, parked int, err error) {
 	projectors := s.projectorList()
+	type realmWalk struct {
+		run     int             // index in runs; -1: none yet
+		waiting map[string]bool // the scopes of its events that still wait
+		all     bool            // one that waits meets every scope
+	}
 	err = s.View(func(tx *Tx) error {
-		byRealm := map[protocol.Realm]int{} // index in runs; -1: waits
+		walks := map[protocol.Realm]*realmWalk{}
 		err := tx.Iterate(prefixParked, false, func(k, v []byte) error {
 			p, err := decodeParked(k, v)
 			if err != nil {
 				return err
 			}
 			parked++
-			i, seen := byRealm[p.Realm]
-			switch {
-			case seen && i >= 0:
-				runs[i] = append(runs[i], p)
-				return nil
-			case seen:
+			w := walks[p.Realm]
+			if w == nil {
+				w = &realmWalk{run: -1, waiting: map[string]bool{}}
+				walks[p.Realm] = w
+			}
+			if w.all {
 				return nil
 			}
-			v, err = tx.Get(placeKey(p.place))
+			scopes, err := tx.parkedScopes(p.n)
 			if err != nil {
 				return err
 			}
-			se, err := decodeEventRecord(v)
-			if err != nil {
-				return err
+			waits := false
+			for _, sc := range scopes {
+				if sc == scopeAll && len(w.waiting) > 0 || w.waiting[sc] {
+					waits = true
+				}
 			}
-			if se.Sequence != 0 || missing(tx, projectors, se) == nil {
-				byRealm[p.Realm] = len(runs)
-				runs = append(runs, []ParkedEvent{p})
-			} else {
-				byRealm[p.Realm] = -1
+			if !waits {
+				v, err = tx.Get(placeKey(p.place))
+				if err != nil {
+					return err
+				}
+				se, err := decodeEventRecord(v)
+				if err != nil {
+					return err
+				}
+				// What it needs, an event of its realm projected earlier in
+				// this pass may make: behind one, it is tried in the run,
+				// which stops where one still waits.
+				waits = se.Sequence == 0 && w.run < 0 && missing(tx, projectors, se) != nil
 			}
+			if waits {
+				for _, sc := range scopes {
+					w.waiting[sc] = true
+					w.all = w.all || sc == scopeAll
+				}
+				return nil
+			}
+			if w.run < 0 {
+				w.run = len(runs)
+				runs = append(runs, nil)
+			}
+			runs[w.run] = append(runs[w.run], p)
 			return nil
 		})
 		return err

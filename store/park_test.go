@@ -571,3 +571,109 @@ func (s *syncWriter) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// scopedNeeds is needs that names its scopes: the record an event makes or
+// needs.
+type scopedNeeds struct{ needs }
+
+func (n scopedNeeds) Scopes(tx *Tx, se *StoredEvent) ([]string, error) {
+	k, err := n.record(se)
+	if err != nil {
+		return nil, err
+	}
+	return []string{string(k)}, nil
+}
+
+// TestParkScoped: a realm's later event waits behind a parked one only when
+// they share a scope; one that shares none is projected at once. What waits
+// keeps its chain's order when its record comes, across a restart too, and
+// events parked before parking had scopes hold back every later one.
+func TestParkScoped(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey,
+		[2]string{"t.need", "thing"}, // 1: waits for x's thing
+		[2]string{"t.make", "other"}, // 2: touches nothing 1 does: projected
+		[2]string{"t.need", "thing"}, // 3: behind 1
+		[2]string{"t.make", "more"},  // 4: projected
+		[2]string{"t.make", "z"},     // 5: after the restart, projected
+		[2]string{"t.need", "thing"}, // 6: after the restart, behind 1 and 3
+	)
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	dir := t.TempDir()
+	s := openParking(t, testConfig(dir), scopedNeeds{})
+	if _, err := s.IngestChain(ctx, b[:4], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if got := arrival(t, s); !slices.Equal(got, []string{"b:2@1", "b:4@2"}) {
+		t.Fatalf("projected %v", got)
+	}
+	if p, _ := s.ParkedEvents(0); len(p) != 2 || p[0].Seq != 1 || p[1].Seq != 3 {
+		t.Fatalf("parked %+v", p)
+	}
+	s.Close()
+
+	s = openParking(t, testConfig(dir), scopedNeeds{})
+	if _, err := s.IngestChain(ctx, b[4:6], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if got := arrival(t, s); !slices.Equal(got, []string{"b:2@1", "b:4@2", "b:5@3"}) {
+		t.Fatalf("after the restart, projected %v", got)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b's parked events projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
+	if got := arrival(t, s); !slices.Equal(got, []string{"b:2@1", "b:4@2", "b:5@3", "x:1@4", "b:1@5", "b:3@6", "b:6@7"}) {
+		t.Fatalf("projected %v", got)
+	}
+	// Nothing parked is left to hold anything back.
+	err := s.View(func(tx *Tx) error {
+		for _, pre := range [][]byte{prefixParkedScopes, prefixScopeCount} {
+			if err := tx.Iterate(pre, false, func(k, _ []byte) error { return fmt.Errorf("left: %q", k) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestParkUnscopedHoldsAll: an event parked with no scopes recorded (as
+// before parking had them) holds back every later event of its realm.
+func TestParkUnscopedHoldsAll(t *testing.T) {
+	ctx := context.Background()
+	bKey := testKey(2)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.make", "other"})
+	dir := t.TempDir()
+	s := openParking(t, testConfig(dir), scopedNeeds{})
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	// Forget its scopes, as a store of the version before kept none.
+	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		for _, pre := range [][]byte{prefixParkedScopes, prefixScopeCount} {
+			var keys [][]byte
+			if err := tx.Iterate(pre, false, func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil }); err != nil {
+				return nil, err
+			}
+			for _, k := range keys {
+				tx.del(k)
+			}
+		}
+		return nil, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openParking(t, testConfig(dir), scopedNeeds{})
+	if _, err := s.Ingest(ctx, b[1], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if got := arrival(t, s); len(got) != 0 {
+		t.Fatalf("projected past an event parked without scopes: %v", got)
+	}
+}

@@ -230,6 +230,9 @@ func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error)
 	// projectors half registered.
 	defer func() {
 		if err == nil {
+			if err = s.scopeParked(ctx); err != nil {
+				return
+			}
 			s.projectorsSet.Store(true)
 			s.Unpark(ctx)
 			s.warnOwnParked()

@@ -73,7 +73,7 @@ func (s *Store) RestoreRefused(ctx context.Context, after uint64, e Checked, why
 		if err := tx.follows(e); err != nil {
 			return nil, err
 		}
-		return nil, tx.park(&StoredEvent{Event: e.Event, CID: e.CID, Raw: e.Raw}, prefixRefused, why)
+		return nil, tx.park(&StoredEvent{Event: e.Event, CID: e.CID, Raw: e.Raw}, prefixRefused, nil, why)
 	}})
 	return err
 }

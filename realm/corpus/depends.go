@@ -57,3 +57,43 @@ func (p *projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	}
 	return nil
 }
+
+// Scopes names the corpus records an event refers to or makes (store.Scoped):
+// its message and conversation, a relationship and the messages it relates,
+// a retraction and the relationship it withdraws. An author's statistics,
+// tag and mention counts add up the same in any order, so they are none.
+func (p *projector) Scopes(tx *store.Tx, se *store.StoredEvent) ([]string, error) {
+	switch se.Event.Type {
+	case evMessageCreated:
+		var d struct {
+			MessageID      string `cbor:"message_id"`
+			ConversationID string `cbor:"conversation_id"`
+		}
+		if err := protocol.DecodeDataFields(se.Event.Data, &d); err != nil {
+			return nil, err
+		}
+		return []string{"co/m/" + d.MessageID, "co/c/" + d.ConversationID}, nil
+	case evRelationshipAsserted:
+		var d assertionData
+		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
+			return nil, err
+		}
+		return []string{"co/r/" + d.RelationshipID, "co/m/" + d.SourceMessageID, "co/m/" + d.TargetMessageID}, nil
+	case evRelationshipRetracted:
+		var d retractionData
+		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
+			return nil, err
+		}
+		scopes := []string{"co/r/" + d.RelationshipID, "co/x/" + d.RetractionID}
+		// Withdrawing it frees its triple for a new assertion.
+		var r relRec
+		switch ok, err := tx.GetJSON(cat(pfxRel, []byte(d.RelationshipID)), &r); {
+		case err != nil:
+			return nil, err
+		case ok:
+			scopes = append(scopes, "co/m/"+r.Source, "co/m/"+r.Target)
+		}
+		return scopes, nil
+	}
+	return nil, nil
+}

@@ -42,7 +42,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 
 // ProjectionVersion changes whenever what Apply derives from an event
 // changes, so that stores projected before are rebuilt (store.Versioned).
-func (*projector) ProjectionVersion() string { return "corpus/1" }
+// 2: an author's first and last activity are the earliest and latest of
+// their messages, in whatever order those are projected.
+func (*projector) ProjectionVersion() string { return "corpus/2" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -238,8 +240,20 @@ func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bo
 			return err
 		}
 	}
-	if a.Messages == 0 {
-		a.FirstSequence, a.FirstActive = m.Sequence, m.CreatedAt
+	// First and last by time and by sequence, whatever order the messages
+	// are projected in: an author's message parked behind a record not
+	// held yet may be projected after a later one (store.Scoped).
+	if a.Messages == 0 || m.Sequence < a.FirstSequence {
+		a.FirstSequence = m.Sequence
+	}
+	if a.Messages == 0 || m.CreatedAt.Before(a.FirstActive) {
+		a.FirstActive = m.CreatedAt
+	}
+	if m.Sequence > a.LastSequence {
+		a.LastSequence = m.Sequence
+	}
+	if a.Messages == 0 || m.CreatedAt.After(a.LastActive) {
+		a.LastActive = m.CreatedAt
 	}
 	a.Messages++
 	if createdConversation {
@@ -248,7 +262,6 @@ func (p *projector) countAuthor(tx *store.Tx, m *Message, createdConversation bo
 	for _, kind := range m.Kind {
 		a.Kinds[kind]++
 	}
-	a.LastSequence, a.LastActive = m.Sequence, m.CreatedAt
 	a.Hours[m.CreatedAt.UTC().Hour()]++
 	a.Weekdays[int(m.CreatedAt.UTC().Weekday())]++
 	return tx.Set(k, encodeAuthor(&a))

@@ -3,6 +3,8 @@ package parley
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"relay/protocol"
 	"relay/store"
@@ -148,4 +150,103 @@ func held(tx *store.Tx, k []byte, what string, id rid) error {
 	default:
 		return err
 	}
+}
+
+// Scopes names the forum records an event refers to or makes
+// (store.Scoped): its thread, its message and claims (by key and, for what
+// it makes, by its CID), the parent, relates_to and refutes it names, a
+// claim it attests or seals, a board it creates, a reply it decides. A
+// board's counters add up the same in any order, so a thread's board is
+// none of them.
+func (pr projector) Scopes(tx *store.Tx, se *store.StoredEvent) ([]string, error) {
+	ev := se.Event
+	realm := protocol.Realm(ev.Realm)
+	var d struct {
+		ID        uint64   `cbor:"id"`
+		Thread    string   `cbor:"thread"`
+		N         uint64   `cbor:"n"`
+		Parent    string   `cbor:"parent,omitempty"`
+		RelatesTo []string `cbor:"relates_to,omitempty"`
+		Claims    []struct {
+			N uint64 `cbor:"n"`
+		} `cbor:"claims,omitempty"`
+		Refutes []string `cbor:"refutes,omitempty"`
+		Claim   string   `cbor:"claim"`
+		Message string   `cbor:"message"`
+		CID     string   `cbor:"cid"`
+	}
+	switch ev.Type {
+	case evBoardCreated, evThreadOpened, evMessagePosted, evThreadState, evThreadPinned, evThreadModerat,
+		evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
+		if err := protocol.DecodeDataFields(ev.Data, &d); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, nil
+	}
+	var out []string
+	add := func(kind protocol.KeyKind, s string) {
+		if s != "" {
+			out = append(out, scopeOf(realm, kind, s))
+		}
+	}
+	switch ev.Type {
+	case evBoardCreated:
+		out = append(out, fmt.Sprintf("pa/board/%s/%d", realm, d.ID))
+	case evThreadOpened, evMessagePosted:
+		out = append(out, "pa/cid/"+se.CID.String())
+		add(protocol.KeyThread, d.Thread)
+		add(protocol.KeyMessage, strconv.FormatUint(d.N, 10))
+		add(protocol.KeyMessage, d.Parent)
+		for _, c := range d.Claims {
+			add(protocol.KeyClaim, strconv.FormatUint(c.N, 10))
+		}
+		for _, r := range d.Refutes {
+			add(protocol.KeyClaim, r)
+		}
+		for _, r := range d.RelatesTo {
+			add(refKind(r), r)
+		}
+	case evThreadState, evThreadPinned, evThreadModerat:
+		add(protocol.KeyThread, d.Thread)
+	case evReplyAccepted, evReplyRefused:
+		add(protocol.KeyThread, d.Thread)
+		add(protocol.KeyMessage, d.Message)
+		out = append(out, "pa/cid/"+d.CID)
+	case evClaimAttested, evClaimSealed:
+		add(protocol.KeyClaim, d.Claim)
+	}
+	return out, nil
+}
+
+// scopeOf is the scope of the record key s of kind names, written by realm:
+// the key with its realm ("pa/alpha:th_3"), or, when s is no such key,
+// s itself in realm's words.
+func scopeOf(realm protocol.Realm, kind protocol.KeyKind, s string) string {
+	if kind == "" {
+		return "pa/ref/" + string(realm) + "/" + s
+	}
+	k, err := protocol.ParseKey(kind, s)
+	if err != nil {
+		return "pa/ref/" + string(realm) + "/" + s
+	}
+	if k.Realm == "" {
+		k.Realm = realm
+	}
+	return "pa/" + k.String()
+}
+
+// refKind is the kind of record a relates_to entry names by its prefix, or
+// "" for none (a plain number names no kind).
+func refKind(s string) protocol.KeyKind {
+	_, local, _ := strings.Cut(s, ":")
+	if local == "" {
+		local = s
+	}
+	for _, k := range []protocol.KeyKind{protocol.KeyThread, protocol.KeyMessage, protocol.KeyClaim} {
+		if strings.HasPrefix(local, string(k)+"_") {
+			return k
+		}
+	}
+	return ""
 }

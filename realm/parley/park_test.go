@@ -2,6 +2,7 @@ package parley
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -85,6 +86,93 @@ func TestParkedRealmKeepsItsOrder(t *testing.T) {
 	parked := final([][]byte{a1, a2, a3, a4, a5, g1, g2})
 	if inOrder != "superseded closed" || parked != inOrder {
 		t.Fatalf("claim and thread: %q in order, %q with alpha:3 parked", inOrder, parked)
+	}
+}
+
+// TestParkedRealmGoesOn: alpha:3 waits for gamma's claim, which it
+// refutes; alpha's later thread, and a reply in it with a claim of its own,
+// touch nothing alpha:3 does, so they are shown at once; its later reply in
+// the thread of alpha:3 waits behind it. Once gamma's claim arrives, every
+// record is as where the events came in order.
+func TestParkedRealmGoesOn(t *testing.T) {
+	ctx := context.Background()
+	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	gamma := newChainWriter(t, nil, "gamma", 4, nil)
+	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
+	g1, _ := gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	g2, _ := gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
+	a3, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
+		Refutes: []string{"gamma:cl_1"}, Evidence: ev})
+	a4, _ := alpha.sign(evThreadOpened, "bob", messageData{Thread: "th_2", Board: 1, N: 3, Kind: "ask", Body: "other", AuthorKind: "llm"})
+	a5, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_2", N: 4, Parent: "msg_3", Kind: "answer", Body: "yes", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "mine"}}, Change: &protocol.Change{To: protocol.StateAnswered, Origin: "llm"}})
+	a6, _ := alpha.sign(evMessagePosted, "bob", messageData{Thread: "th_1", N: 5, Parent: "msg_2", Kind: "note", Body: "after", AuthorKind: "llm"})
+
+	type state struct{ th1, th2, gclaim string }
+	read := func(s *Service) state {
+		var out state
+		err := s.st.View(func(tx *store.Tx) error {
+			var t1, t2 threadRec
+			var c claimRec
+			if _, err := tx.GetJSON(ridKey(pfxThread, rid{"alpha", 1}), &t1); err != nil {
+				return err
+			}
+			if _, err := tx.GetJSON(ridKey(pfxThread, rid{"alpha", 2}), &t2); err != nil {
+				return err
+			}
+			if _, err := tx.GetJSON(key(pfxClaim, rid{"gamma", 1}.bytes()), &c); err != nil {
+				return err
+			}
+			out = state{th1: fmt.Sprintf("%s %d %d %v", t1.State.State, t1.Messages, t1.Last.N, t1.Awaiting),
+				th2:    fmt.Sprintf("%s %d %d %v", t2.State.State, t2.Messages, t2.Last.N, t2.Awaiting),
+				gclaim: fmt.Sprintf("%s %d", c.State, len(c.RefutedBy))}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	final := func(order [][]byte, during func(*Service)) state {
+		s := newTestService(t)
+		defer s.st.Close()
+		if _, err := s.st.EnsureProjections(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, raw := range order {
+			if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
+				t.Fatalf("event %d: %v", i, err)
+			}
+			if i == 5 && during != nil {
+				during(s)
+			}
+		}
+		s.st.Unpark(ctx)
+		if p, err := s.st.ParkedEvents(0); err != nil || len(p) != 0 {
+			t.Fatalf("still parked %+v %v", p, err)
+		}
+		return read(s)
+	}
+	inOrder := final([][]byte{g1, g2, a1, a2, a3, a4, a5, a6}, nil)
+	parked := final([][]byte{a1, a2, a3, a4, a5, a6, g1, g2}, func(s *Service) {
+		p, err := s.st.ParkedEvents(0)
+		if err != nil || len(p) != 2 || p[0].Seq != 3 || p[1].Seq != 6 {
+			t.Fatalf("with gamma's claim not held, parked %+v %v", p, err)
+		}
+		var t2 threadRec
+		err = s.st.View(func(tx *store.Tx) error {
+			_, err := tx.GetJSON(ridKey(pfxThread, rid{"alpha", 2}), &t2)
+			return err
+		})
+		if err != nil || t2.Messages != 2 || t2.State.State != protocol.StateAnswered {
+			t.Fatalf("alpha's th_2 held back: %+v %v", t2, err)
+		}
+	})
+	if inOrder != parked || inOrder.gclaim != "refuted 1" {
+		t.Fatalf("in order %+v, with alpha:3 parked %+v", inOrder, parked)
 	}
 }
 
