@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"relay/federation"
+	"relay/realm"
 )
 
 // syncBuffer is an output stream the command writes while the test reads.
@@ -318,5 +321,21 @@ func TestCLIRefusesBadValues(t *testing.T) {
 		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestWriteRealmsSaysWhy: the realms table ends with each realm's state,
+// whole enough to say what a parked event waits for.
+func TestWriteRealmsSaysWhy(t *testing.T) {
+	why := "corpus: message 0f3c9d2e-7b1a-4c55-9e0f-2a6b8c1d4e5f appends to conversation 5e1d2c3b-4a59-4867-8f90-a1b2c3d4e5f6"
+	var b strings.Builder
+	err := writeRealms(&b, realm.RealmsOut{Realms: []federation.RealmStatus{
+		{Realm: "r2", Seq: 6, Highest: 6, Parked: 1, Waiting: "1 held, not shown yet; event 6, since 2026-11-30T13:49:00Z: " + why},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), why) {
+		t.Fatalf("the table cuts what r2's event waits for:\n%s", b.String())
 	}
 }

@@ -261,7 +261,8 @@ func writePeers(w io.Writer, out realm.PeersOut) error {
 
 func writeRealms(w io.Writer, out realm.RealmsOut) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "REALM\tHELD\tSEEN\tLAG\tSTATE\tPEER ID")
+	// STATE last: what a parked event waits for is the end of its text.
+	fmt.Fprintln(tw, "REALM\tHELD\tSEEN\tLAG\tPEER ID\tSTATE")
 	for _, r := range out.Realms {
 		state := "following"
 		switch {
@@ -270,13 +271,13 @@ func writeRealms(w io.Writer, out realm.RealmsOut) error {
 		case r.Blocked:
 			state = "blocked"
 		case r.Quarantined != "":
-			state = "quarantined: " + oneLine(r.Quarantined, 60)
+			state = "quarantined: " + oneLine(r.Quarantined, 240)
 		case r.Waiting != "" && r.Parked > 0:
-			state = "parked: " + oneLine(r.Waiting, 60)
+			state = "parked: " + oneLine(r.Waiting, 240)
 		case r.Waiting != "":
-			state = "waiting: " + oneLine(r.Waiting, 60)
+			state = "waiting: " + oneLine(r.Waiting, 240)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", r.Realm, r.Seq, r.Highest, r.Lag, state, orDash(r.PeerID))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\n", r.Realm, r.Seq, r.Highest, r.Lag, orDash(r.PeerID), state)
 	}
 	return tw.Flush()
 }
