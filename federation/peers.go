@@ -37,6 +37,7 @@ type peerState struct {
 	addedAt time.Time
 
 	connected bool
+	since     time.Time // when it connected last
 	dialing   bool
 	backoff   time.Duration
 	nextDial  time.Time
@@ -203,12 +204,10 @@ func (s *Service) connected(id peer.ID) {
 		p = &peerState{id: id, source: sourceInbound, addedAt: time.Now().UTC(), kick: make(chan struct{}, 1)}
 		s.peers[id] = p
 	}
-	p.lastErr = ""
-	p.backoff = 0
 	if p.connected {
 		return
 	}
-	p.connected = true
+	p.connected, p.since = true, time.Now()
 	ctx, cancel := context.WithCancel(s.ctx)
 	p.stop = cancel
 	s.wg.Add(1)
@@ -229,7 +228,32 @@ func (s *Service) disconnected(id peer.ID) {
 	p.stop()
 	if p.source == sourceInbound {
 		delete(s.peers, id)
+		return
 	}
+	if time.Since(p.since) < briefConnection && s.ctx.Err() == nil {
+		// Hung up on at once: the peer's gate does not admit this realm
+		// (it removed or blocked it), so dialling again at once would
+		// only repeat that. It backs off, and the operator is told.
+		s.backOff(p, "the peer closed the connection as soon as it opened: it may not admit this realm (its operator adds this node as a peer, or opens its federation)")
+	}
+}
+
+// briefConnection is how long a connection must last for its end not to
+// count as the peer refusing it.
+const briefConnection = 5 * time.Second
+
+// backOff notes a failed connection to p and when to dial it again (0.5 s
+// doubling to 30 s, with jitter). The caller holds s.mu.
+func (s *Service) backOff(p *peerState, why string) {
+	p.lastErr = why
+	switch {
+	case p.backoff == 0:
+		p.backoff = 500 * time.Millisecond
+	case p.backoff < 30*time.Second:
+		p.backoff *= 2
+	}
+	jitter := time.Duration(rand.Int64N(int64(p.backoff)/4 + 1))
+	p.nextDial = time.Now().Add(p.backoff + jitter)
 }
 
 // dialLoop keeps the named peers connected, backing off from each failure
@@ -271,18 +295,9 @@ func (s *Service) dial(p *peerState, ai peer.AddrInfo) {
 	defer s.mu.Unlock()
 	p.dialing = false
 	if err == nil {
-		p.backoff = 0
-		return
+		return // connected: its error and backoff go once the connection has lasted
 	}
-	p.lastErr = err.Error()
-	switch {
-	case p.backoff == 0:
-		p.backoff = 500 * time.Millisecond
-	case p.backoff < 30*time.Second:
-		p.backoff *= 2
-	}
-	jitter := time.Duration(rand.Int64N(int64(p.backoff)/4 + 1))
-	p.nextDial = time.Now().Add(p.backoff + jitter)
+	s.backOff(p, err.Error())
 }
 
 // PeerStatus is one peer as the operator sees it.

@@ -317,7 +317,7 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 	before := p.heads
 	p.heads = theirs
 	p.lastSync = time.Now().UTC()
-	p.lastErr = ""
+	p.lastErr, p.backoff = "", 0 // it admits this realm
 	s.mu.Unlock()
 	s.stats.seen(theirs, s.dir)
 	mine, err := s.st.Heads()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"relay/federation"
 	"relay/protocol"
 	"relay/realm"
 )
@@ -111,6 +112,47 @@ func TestAdmission(t *testing.T) {
 	for _, p := range closed.Federation().Peers() {
 		if p.State == "connected" {
 			t.Fatalf("a closed realm is connected to %+v", p)
+		}
+	}
+}
+
+// TestRefusedPeerIsTold: a realm removes a peer, whose gate then hangs up
+// on it; the removed peer's operator is told why the realm stays away, and
+// the peer backs off rather than dial it again and again. Over TCP.
+func TestRefusedPeerIsTold(t *testing.T) {
+	ctx := context.Background()
+	closed := openNode(t, "closed", false, "/ip4/127.0.0.1/tcp/0")
+	stranger := openNode(t, "stranger", false, "/ip4/127.0.0.1/tcp/0")
+	// Peers, each naming the other; then closed removes the stranger.
+	if _, err := stranger.Federation().AddPeer(ctx, closed.Federation().Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := closed.Federation().AddPeer(ctx, stranger.Federation().Addrs()[0]); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if h, _ := closed.Store().Heads(); h["stranger"].Seq > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the peers never synced")
+		}
+	}
+	if err := closed.Federation().RemovePeer(ctx, stranger.PeerID()); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var st federation.PeerStatus
+		for _, p := range stranger.Federation().Peers() {
+			if p.PeerID == closed.PeerID() {
+				st = p
+			}
+		}
+		if st.State == "backoff" && st.LastError != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the stranger on the closed realm: %+v", st)
 		}
 	}
 }
