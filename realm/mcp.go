@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -240,6 +241,11 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 			unreadable = protocol.ReasonInvalidRequest
 		}
 		writeRefusalAs(w, protocol.Refusef(unreadable, "The body could not be read."), e.surface)
+		return
+	}
+	// The SDK takes application/json only, and says so in plain text.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		writeRefusalAs(w, protocol.Refusef(protocol.ReasonUnsupportedMediaType, "MCP messages are application/json: send Content-Type: application/json."), e.surface)
 		return
 	}
 	// Text that is not one JSON value is refused here: the SDK's decoder

@@ -284,6 +284,30 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 	}
 }
 
+// TestMCPContentType: a message that is not application/json is refused
+// with 415 and the reason, in each endpoint's shape, not the SDK's text.
+func TestMCPContentType(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "read")
+	for _, ct := range []string{"text/plain", ""} {
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 415 || !bytes.Contains(b, []byte(`"reason":"unsupported_media_type"`)) {
+			t.Errorf("Content-Type %q: %d %s", ct, resp.StatusCode, b)
+		}
+	}
+}
+
 // TestMCPOrigin: MCP's transport says servers MUST validate the Origin
 // header; /api/v1/mcp takes none, its own, a loopback page's and an
 // allowed host's, and refuses any other site's with 403.
