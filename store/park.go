@@ -421,40 +421,64 @@ func (s *Store) ParkedEvents(limit int) ([]ParkedEvent, error) {
 	return out, err
 }
 
-// scopeParked gives the events parked before parking had scopes (x/pk/
-// without x/pq/) every scope, so that their realms' later events wait
-// behind them as they did then.
-func (s *Store) scopeParked(ctx context.Context) error {
+// scopeParked names the scopes of parked events with the projectors now
+// registered: of those parked before parking had scopes (x/pk/ without
+// x/pq/), and, when again is set (the projectors' versions changed, so
+// what they name may have too), of every parked event. It works in ops of
+// scopeChunk events, each taking up after the last, so that any number of
+// parked events fits; one cut short leaves each event with its old scopes
+// or its new ones, and the next start goes on.
+func (s *Store) scopeParked(ctx context.Context, again bool) error {
 	if s.parkGen.Load() == s.parkedNone.Load() {
 		return nil // nothing parked: no read at start-up
 	}
-	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
-		var old []ParkedEvent
-		err := tx.Iterate(prefixParked, false, func(k, v []byte) error {
-			p, err := decodeParked(k, v)
-			if err != nil {
-				return err
-			}
-			switch _, err := tx.Get(join(prefixParkedScopes, u64(p.n))); {
-			case errors.Is(err, ErrNotFound):
-				old = append(old, p)
-			case err != nil:
-				return err
-			}
-			return nil
-		})
-		if err != nil {
+	var from []byte
+	for {
+		var next []byte
+		_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+			next = nil
+			done := 0
+			err := tx.iterateFrom(prefixParked, from, func(k, v []byte) error {
+				if done == scopeChunk {
+					next = k
+					return ErrStop
+				}
+				done++
+				p, err := decodeParked(k, v)
+				if err != nil {
+					return err
+				}
+				switch _, err := tx.Get(join(prefixParkedScopes, u64(p.n))); {
+				case err == nil && !again:
+					return nil
+				case err == nil:
+					if err := tx.releaseScopes(string(p.Realm), p.n); err != nil {
+						return err
+					}
+				case !errors.Is(err, ErrNotFound):
+					return err
+				}
+				raw, err := tx.Get(placeKey(p.place))
+				if err != nil {
+					return err
+				}
+				se, err := decodeEventRecord(raw)
+				if err != nil {
+					return err
+				}
+				return tx.holdScopes(string(p.Realm), p.n, scopesOf(tx, tx.b.projectors, se))
+			})
 			return nil, err
+		}})
+		if err != nil || next == nil {
+			return err
 		}
-		for _, p := range old {
-			if err := tx.holdScopes(string(p.Realm), p.n, []string{scopeAll}); err != nil {
-				return nil, err
-			}
-		}
-		return nil, nil
-	}})
-	return err
+		from = next
+	}
 }
+
+// scopeChunk is how many parked events one op of scopeParked takes.
+const scopeChunk = 2048
 
 // wakeUnpark asks the unpark loop for a pass, if anything may be parked.
 func (s *Store) wakeUnpark() {

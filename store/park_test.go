@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -641,19 +642,29 @@ func TestParkScoped(t *testing.T) {
 	}
 }
 
-// TestParkUnscopedHoldsAll: an event parked with no scopes recorded (as
-// before parking had them) holds back every later event of its realm.
-func TestParkUnscopedHoldsAll(t *testing.T) {
+// TestParkScopedOnStart: events parked before parking had scopes (many: the
+// work is done in chunks) are given theirs when the store starts, and hold
+// back only what shares them.
+func TestParkScopedOnStart(t *testing.T) {
 	ctx := context.Background()
 	bKey := testKey(2)
-	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.make", "other"})
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.make", "other"}, [2]string{"t.need", "thing"})
 	dir := t.TempDir()
 	s := openParking(t, testConfig(dir), scopedNeeds{})
 	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
 		t.Fatal(err)
 	}
-	// Forget its scopes, as a store of the version before kept none.
+	// Copies of its parking record under more numbers, and no scopes
+	// for any: as a store of the version before kept them.
+	legacy := 2*scopeChunk + 7
 	_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+		rec, err := tx.Get(parkedKey(1))
+		if err != nil {
+			return nil, err
+		}
+		for n := 2; n <= legacy; n++ {
+			tx.put(parkedKey(uint64(n)), rec)
+		}
 		for _, pre := range [][]byte{prefixParkedScopes, prefixScopeCount} {
 			var keys [][]byte
 			if err := tx.Iterate(pre, false, func(k, _ []byte) error { keys = append(keys, bytes.Clone(k)); return nil }); err != nil {
@@ -670,10 +681,63 @@ func TestParkUnscopedHoldsAll(t *testing.T) {
 	}
 	s.Close()
 	s = openParking(t, testConfig(dir), scopedNeeds{})
+	err = s.View(func(tx *Tx) error {
+		v, err := tx.Get(scopeCountKey("b", "p/needs/thing"))
+		if err != nil || binary.BigEndian.Uint64(v) != uint64(legacy) {
+			return fmt.Errorf("thing counted %x, %v; want %d", v, err, legacy)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.IngestChain(ctx, b[1:], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if got := arrival(t, s); !slices.Equal(got, []string{"b:2@1"}) {
+		t.Fatalf("projected %v", got)
+	}
+}
+
+// scopedNeedsV2 is scopedNeeds of another version, which names one scope
+// more: the kind of the event.
+type scopedNeedsV2 struct{ scopedNeeds }
+
+func (scopedNeedsV2) ProjectionVersion() string { return "needs/2" }
+
+func (n scopedNeedsV2) Scopes(tx *Tx, se *StoredEvent) ([]string, error) {
+	s, err := n.scopedNeeds.Scopes(tx, se)
+	return append(s, "kind/"+se.Event.Type), err
+}
+
+// TestParkRescopedOnUpgrade: when the projectors' versions change, the
+// parked events' scopes are named again by the new ones.
+func TestParkRescopedOnUpgrade(t *testing.T) {
+	ctx := context.Background()
+	bKey := testKey(2)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"}, [2]string{"t.need", "more"})
+	dir := t.TempDir()
+	s := openParking(t, testConfig(dir), scopedNeeds{})
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s = openParking(t, testConfig(dir), scopedNeedsV2{})
 	if _, err := s.Ingest(ctx, b[1], verifyWith(bKey)); err != nil {
 		t.Fatal(err)
 	}
-	if got := arrival(t, s); len(got) != 0 {
-		t.Fatalf("projected past an event parked without scopes: %v", got)
+	// Both wait, and both have the scope only the new version names.
+	if p, _ := s.ParkedEvents(0); len(p) != 2 {
+		t.Fatalf("parked %+v", p)
+	}
+	err := s.View(func(tx *Tx) error {
+		v, err := tx.Get(scopeCountKey("b", "kind/t.need"))
+		if err != nil || binary.BigEndian.Uint64(v) != 2 {
+			return fmt.Errorf("kind counted %x, %v", v, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -228,9 +228,11 @@ func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error)
 	// Parked events are tried again once the projections are as this
 	// binary makes them: before, a pass could project them with the
 	// projectors half registered.
+	changed := !bytes.Equal(have, want) || s.rebuildNeeded.Load()
 	defer func() {
 		if err == nil {
-			if err = s.scopeParked(ctx); err != nil {
+			// What the projectors of this binary name as scopes.
+			if err = s.scopeParked(ctx, changed); err != nil {
 				return
 			}
 			s.projectorsSet.Store(true)

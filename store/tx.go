@@ -293,12 +293,22 @@ func (tx *Tx) NextID(name string) (uint64, error) {
 // op's own writes as they were when Iterate began: writes fn makes during the
 // iteration are kept but not visited. key and val are copies.
 func (tx *Tx) Iterate(prefix []byte, reverse bool, fn func(key, val []byte) error) error {
+	return tx.iterate(prefix, nil, reverse, fn)
+}
+
+// iterateFrom is Iterate forward from the first key with prefix that is
+// not below from.
+func (tx *Tx) iterateFrom(prefix, from []byte, fn func(key, val []byte) error) error {
+	return tx.iterate(prefix, from, false, fn)
+}
+
+func (tx *Tx) iterate(prefix, from []byte, reverse bool, fn func(key, val []byte) error) error {
 	// The uncommitted writes under prefix, newest winning, in visiting
 	// order, merged below with Badger's iterator; they shadow stored keys.
 	snapshot := make(map[string]write)
 	merge := func(l map[string]write) {
 		for k, w := range l {
-			if strings.HasPrefix(k, string(prefix)) {
+			if strings.HasPrefix(k, string(prefix)) && k >= string(from) {
 				snapshot[k] = w
 			}
 		}
@@ -317,7 +327,11 @@ func (tx *Tx) Iterate(prefix []byte, reverse bool, fn func(key, val []byte) erro
 	opts.Reverse = reverse
 	it := tx.txn.NewIterator(opts)
 	defer it.Close()
-	seekFirst(it, prefix, reverse)
+	if bytes.Compare(from, prefix) > 0 {
+		it.Seek(from) // forward only
+	} else {
+		seekFirst(it, prefix, reverse)
+	}
 
 	for {
 		stored := it.ValidForPrefix(prefix)

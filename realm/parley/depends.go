@@ -21,6 +21,7 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	realm := protocol.Realm(ev.Realm)
 	var d struct {
 		Thread  string   `cbor:"thread"`
+		Board   uint64   `cbor:"board,omitempty"`
 		Claim   string   `cbor:"claim"`
 		Refutes []string `cbor:"refutes,omitempty"`
 		CID     string   `cbor:"cid"` // a decision's reply
@@ -44,6 +45,15 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	case evThreadOpened:
 		if k, err := protocol.ParseKey(protocol.KeyThread, d.Thread); err != nil || (k.Realm != "" && k.Realm != realm) {
 			return nil // a thread of another realm: Apply refuses it
+		}
+		// Its board counts it once held: a thread projected before its
+		// board would be counted where one after it is not. (Scopes leave
+		// boards out, so that a board's threads need not wait one behind
+		// another.)
+		if d.Board != 0 {
+			if err := pr.boardHeld(tx, rid{realm, d.Board}); err != nil {
+				return err
+			}
 		}
 		return refutesHeld(tx, realm, d.Refutes)
 	}
@@ -127,6 +137,19 @@ func (pr projector) threadHeld(tx *store.Tx, id rid) error {
 		}
 	}
 	return held(tx, ridKey(pfxThread, id), "thread %s:th_%d", id)
+}
+
+// boardHeld returns a missingError when board id is held neither by the
+// store nor by the op's changes not yet written.
+func (pr projector) boardHeld(tx *store.Tx, id rid) error {
+	if !tx.ReadOnly() {
+		if c := pr.r.ops[tx]; c != nil {
+			if _, ok := c.board(id); ok {
+				return nil
+			}
+		}
+	}
+	return held(tx, ridKey(pfxBoard, id), "board %s:%d", id)
 }
 
 // claimHeld returns a missingError when the claim s, a key written by realm,
