@@ -193,16 +193,26 @@ func isAct(a Act) bool {
 	return false
 }
 
+// CheckControl refuses text with control characters other than newline,
+// carriage return and tab, as the envelope's texts are: what a client may
+// name or describe (boards, features, tokens, notes) is shown as they are.
+func CheckControl(field, s string) *Refusal {
+	for _, r := range s {
+		if (r < ' ' && r != '\n' && r != '\r' && r != '\t') || r == 0x7f {
+			return invalid(field, "control_character", "%s may not contain control characters other than newline and tab.", field)
+		}
+	}
+	return nil
+}
+
 // checkText checks a required text of 1..max code points without control
 // characters other than newline and tab.
 func checkText(field, s string, max int, required bool) *Refusal {
 	if !utf8.ValidString(s) {
 		return invalid(field, "encoding", "%s is not valid UTF-8.", field)
 	}
-	for _, r := range s {
-		if (r < ' ' && r != '\n' && r != '\r' && r != '\t') || r == 0x7f {
-			return invalid(field, "control_character", "%s may not contain control characters other than newline and tab.", field)
-		}
+	if ref := CheckControl(field, s); ref != nil {
+		return ref
 	}
 	n := CodePoints(s)
 	switch {

@@ -1518,3 +1518,36 @@ func TestForumThreadPages(t *testing.T) {
 		t.Fatalf("get_threads at the largest offset over MCP: %v %v", err, res)
 	}
 }
+
+// TestForumTextsRefuseControlCharacters: what a client names or describes
+// holds no control character but newline and tab, as the envelope's body,
+// and a board's slug is not digits only, which name boards by number.
+func TestForumTextsRefuseControlCharacters(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	for _, tc := range []struct {
+		name, path, token string
+		body              map[string]any
+		field, rule       string
+	}{
+		{"board name", "/api/v1/boards", a, map[string]any{"slug": "esc", "name": "\x1b[2J"}, "name", "control_character"},
+		{"board description", "/api/v1/boards", a, map[string]any{"slug": "nul", "name": "n", "description": "a\x00b"}, "description", "control_character"},
+		{"board slug of digits", "/api/v1/boards", a, map[string]any{"slug": "2", "name": "two"}, "slug", "format"},
+		{"feature title", "/api/v1/features", a, map[string]any{"title": "t\x07", "body": "b"}, "title", "control_character"},
+		{"token label", "/api/v1/tokens", tn.operator, map[string]any{"label": "x\x1b"}, "label", "control_character"},
+		{"application", "/api/v1/tokens/request", "", func() map[string]any { m := forumApplication("ok"); m["purpose"] = "p\x1b[2J"; return m }(), "purpose", "control_character"},
+		{"close note", "/api/v1/threads/th_1/close", tn.operator, map[string]any{"note": "\x1b"}, "note", "control_character"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.name == "close note" {
+				tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+			}
+			out := forumRefused(t, tn, "POST", tc.path, tc.token, tc.body, 400, "invalid_body")
+			if field(out, "details", "field") != tc.field || field(out, "details", "rule") != tc.rule {
+				t.Fatalf("details: %v", out)
+			}
+		})
+	}
+	// Newlines and tabs are text.
+	tn.post(t, a, "/api/v1/boards", map[string]any{"slug": "b2", "name": "two", "description": "line\n\tand more"})
+}

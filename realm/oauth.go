@@ -24,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"relay/protocol"
+	"relay/realm/api"
 	"relay/realm/corpus"
 	secretpkg "relay/realm/secret"
 	"relay/store"
@@ -190,6 +191,13 @@ func (o *oauthServer) serverMetadata(w http.ResponseWriter, r *http.Request) {
 }
 
 func (o *oauthServer) resourceMetadata(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions: // the SDK's handler answers preflights
+	default:
+		w.Header().Set("Allow", "GET, HEAD, OPTIONS")
+		writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "The protected-resource metadata is read with GET."), api.Corpus)
+		return
+	}
 	iss := o.issuer(r)
 	auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
 		Resource:               iss + corpusMCPPath,

@@ -386,6 +386,20 @@ func TestOAuthAuthorizationCode(t *testing.T) {
 
 // TestOAuthSeedPaths: /authorize and /token, where the seed's MCP host has
 // them, are the same endpoints as those the metadata advertises.
+// TestOAuthMetadataMethods: the metadata documents answer other methods
+// than GET with the corpus's 405 and Allow, not a line of text.
+func TestOAuthMetadataMethods(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, path := range []string{oauthPRMetadataPath, oauthPRMetadataPath + corpusMCPPath, oauthASMetadataPath} {
+		st, b, h := tn.send(t, "POST", path, nil)
+		var out map[string]any
+		json.Unmarshal(b, &out)
+		if st != 405 || h.Get("Allow") == "" || corpusCode(out) != "method_not_allowed" {
+			t.Errorf("POST %s: %d %v %s", path, st, h, b)
+		}
+	}
+}
+
 func TestOAuthSeedPaths(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	c := newOAuthClient(t, tn.srv.URL, nil)

@@ -104,6 +104,9 @@ func (n *Node) applyToken(ctx context.Context, c *api.Call, in applyIn) (ApplyOu
 		if protocol.CodePoints(v) > f.max {
 			return ApplyOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "%s holds at most %d characters.", f.name, f.max).With("field", f.name).With("rule", "max_length")
 		}
+		if ref := protocol.CheckControl(f.name, v); ref != nil {
+			return ApplyOut{}, ref
+		}
 	}
 	tok, err := n.auth.Issue(ctx, strings.TrimSpace(in.Label), nil, false)
 	if err != nil {
@@ -236,6 +239,11 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 	}
 	if protocol.CodePoints(in.Reason) > 1000 || protocol.CodePoints(in.Justification) > 1000 {
 		return TokenRequestOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "reason and justification hold at most 1000 characters.").With("rule", "max_length")
+	}
+	for _, f := range [][2]string{{"reason", in.Reason}, {"justification", in.Justification}} {
+		if ref := protocol.CheckControl(f[0], f[1]); ref != nil {
+			return TokenRequestOut{}, ref
+		}
 	}
 	var rights protocol.Rights
 	if status == reqApproved {

@@ -31,6 +31,9 @@ func (n *Node) issueToken(ctx context.Context, c *api.Call, in issueTokenIn) (Is
 	if label == "" || len([]rune(label)) > 100 {
 		return IssuedToken{}, protocol.Refusef(protocol.ReasonInvalidBody, "label: 1 to 100 characters.").With("field", "label").With("rule", "length")
 	}
+	if ref := protocol.CheckControl("label", label); ref != nil {
+		return IssuedToken{}, ref
+	}
 	rights, err := protocol.NewRights(in.Rights...)
 	if err != nil {
 		return IssuedToken{}, rightsRefusal(err)

@@ -98,10 +98,17 @@ func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (B
 	switch {
 	case !slugRE.MatchString(in.Slug):
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "slug: 1 to 40 of a-z, 0-9 and -, starting with a letter or digit.").With("field", "slug").With("rule", "format")
+	case strings.Trim(in.Slug, "0123456789") == "":
+		// /api/v1/boards/2 names board number 2: a slug of digits only
+		// could never be reached as one.
+		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "slug: not digits only, which name a board by its number.").With("field", "slug").With("rule", "format")
 	case protocol.CodePoints(strings.TrimSpace(in.Name)) == 0 || protocol.CodePoints(in.Name) > 80:
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "name: 1 to 80 characters.").With("field", "name").With("rule", lengthRule(protocol.CodePoints(strings.TrimSpace(in.Name))))
 	case protocol.CodePoints(in.Description) > 500:
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "description: at most 500 characters.").With("field", "description").With("rule", "max_length")
+	}
+	if ref := noControl("name", in.Name, "description", in.Description); ref != nil {
+		return BoardOut{}, ref
 	}
 	b, err := s.createBoard(ctx, c.Principal.Identity.String(), in.Slug, strings.TrimSpace(in.Name), in.Description)
 	if err != nil {
@@ -228,4 +235,15 @@ type openThreadIn struct {
 
 func (s *Service) openThread(ctx context.Context, c *api.Call, in openThreadIn) (PostOut, error) {
 	return s.post(ctx, c.Principal, in.ID, &in.Envelope, "")
+}
+
+// noControl refuses the first of the named texts (name, value pairs) that
+// holds a control character other than newline and tab.
+func noControl(pairs ...string) *protocol.Refusal {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if ref := protocol.CheckControl(pairs[i], pairs[i+1]); ref != nil {
+			return ref
+		}
+	}
+	return nil
 }
