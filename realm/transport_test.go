@@ -14,10 +14,21 @@ import (
 // rawMCP posts one JSON-RPC message to /api/v1/mcp.
 func rawMCP(t *testing.T, url, token string, body []byte) (*http.Response, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", url+"/api/v1/mcp", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
+	resp, b := mcpRequest(t, url, token, map[string]string{"Content-Type": "application/json", "MCP-Protocol-Version": "2025-06-18"}, string(body))
+	var out map[string]any
+	json.Unmarshal(b, &out)
+	return resp, out
+}
+
+// mcpRequest posts body to /api/v1/mcp with the headers given, a bearer
+// token when one is, and the Accept MCP asks for.
+func mcpRequest(t *testing.T, url, token string, hdr map[string]string, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/api/v1/mcp", strings.NewReader(body))
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -27,9 +38,7 @@ func rawMCP(t *testing.T, url, token string, body []byte) (*http.Response, map[s
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	var out map[string]any
-	json.Unmarshal(b, &out)
-	return resp, out
+	return resp, b
 }
 
 func TestRateLimitHTTPAndMCP(t *testing.T) {
@@ -269,19 +278,24 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 		t.Errorf("ping: %v", out)
 	}
 	// The largest id taken comes back as sent.
-	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":-9007199254740991,"method":"ping"}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !bytes.Contains(b, []byte(`"id":-9007199254740991`)) {
+	if _, b := postMCP(t, tn.srv.URL, tok, "application/json", "", `{"jsonrpc":"2.0","id":-9007199254740991,"method":"ping"}`); !bytes.Contains(b, []byte(`"id":-9007199254740991`)) {
 		t.Errorf("the largest id: %s", b)
 	}
+}
+
+// postMCP posts body to /api/v1/mcp with the Content-Type and Origin given
+// ("" sends none) and returns the status and body.
+func postMCP(t *testing.T, url, token, contentType, origin, body string) (int, []byte) {
+	t.Helper()
+	hdr := map[string]string{}
+	if contentType != "" {
+		hdr["Content-Type"] = contentType
+	}
+	if origin != "" {
+		hdr["Origin"] = origin
+	}
+	resp, b := mcpRequest(t, url, token, hdr, body)
+	return resp.StatusCode, b
 }
 
 // TestMCPContentType: a message that is not application/json is refused
@@ -290,20 +304,8 @@ func TestMCPContentType(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "agent", "read")
 	for _, ct := range []string{"text/plain", ""} {
-		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		if ct != "" {
-			req.Header.Set("Content-Type", ct)
-		}
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 415 || !bytes.Contains(b, []byte(`"reason":"unsupported_media_type"`)) {
-			t.Errorf("Content-Type %q: %d %s", ct, resp.StatusCode, b)
+		if st, b := postMCP(t, tn.srv.URL, tok, ct, "", `{"jsonrpc":"2.0","id":1,"method":"ping"}`); st != 415 || !bytes.Contains(b, []byte(`"reason":"unsupported_media_type"`)) {
+			t.Errorf("Content-Type %q: %d %s", ct, st, b)
 		}
 	}
 }
@@ -329,21 +331,9 @@ func TestMCPOrigin(t *testing.T) {
 		{"null", 403},
 		{"file://", 403},
 	} {
-		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+tok)
-		if tc.origin != "" {
-			req.Header.Set("Origin", tc.origin)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || (tc.status == 403 && !bytes.Contains(b, []byte(`"reason":"forbidden"`))) {
-			t.Errorf("Origin %q: %d %s", tc.origin, resp.StatusCode, b)
+		st, b := postMCP(t, tn.srv.URL, tok, "application/json", tc.origin, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if st != tc.status || (tc.status == 403 && !bytes.Contains(b, []byte(`"reason":"forbidden"`))) {
+			t.Errorf("Origin %q: %d %s", tc.origin, st, b)
 		}
 	}
 }

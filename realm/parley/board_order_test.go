@@ -1,7 +1,6 @@
 package parley
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -14,7 +13,6 @@ import (
 // waits for the claim, and for its board, so that the board counts it as
 // where the events came in order.
 func TestParkedThreadAndLaterBoardCommute(t *testing.T) {
-	ctx := context.Background()
 	alpha := newChainWriter(t, nil, "alpha", 2, nil)
 	gamma := newChainWriter(t, nil, "gamma", 4, nil)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
@@ -26,17 +24,7 @@ func TestParkedThreadAndLaterBoardCommute(t *testing.T) {
 	a2, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 2, Slug: "ideas", Name: "Ideas"})
 
 	final := func(order [][]byte) string {
-		s := newTestService(t)
-		defer s.st.Close()
-		if _, err := s.st.EnsureProjections(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for i, raw := range order {
-			if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
-				t.Fatalf("event %d: %v", i, err)
-			}
-		}
-		s.st.Unpark(ctx)
+		s := ingestInOrder(t, order, 0, nil)
 		var b Board
 		err := s.st.View(func(tx *store.Tx) error {
 			_, err := tx.GetJSON(ridKey(pfxBoard, rid{"alpha", 2}), &b)

@@ -126,30 +126,26 @@ func replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) error {
 
 // threadHeld returns a missingError when thread id is held neither by the
 // store nor by the op's changes not yet written (a thread opened earlier in
-// the same run). A View has no op: its tx is never in r.ops, which only the
-// committer touches.
+// the same run).
 func (pr projector) threadHeld(tx *store.Tx, id rid) error {
-	if !tx.ReadOnly() {
-		if c := pr.r.ops[tx]; c != nil {
-			if _, ok := c.thread(id); ok {
-				return nil
-			}
-		}
-	}
-	return held(tx, ridKey(pfxThread, id), "thread %s:th_%d", id)
+	return pr.heldOrChanged(tx, func(c *opChanges) bool { _, ok := c.thread(id); return ok }, ridKey(pfxThread, id), "thread %s:th_%d", id)
 }
 
-// boardHeld returns a missingError when board id is held neither by the
-// store nor by the op's changes not yet written.
+// boardHeld is threadHeld for a board.
 func (pr projector) boardHeld(tx *store.Tx, id rid) error {
+	return pr.heldOrChanged(tx, func(c *opChanges) bool { _, ok := c.board(id); return ok }, ridKey(pfxBoard, id), "board %s:%d", id)
+}
+
+// heldOrChanged is held, but first asks the op's changes not yet written
+// (changed). A View has no op: its tx is never in r.ops, which only the
+// committer touches.
+func (pr projector) heldOrChanged(tx *store.Tx, changed func(*opChanges) bool, k []byte, what string, id rid) error {
 	if !tx.ReadOnly() {
-		if c := pr.r.ops[tx]; c != nil {
-			if _, ok := c.board(id); ok {
-				return nil
-			}
+		if c := pr.r.ops[tx]; c != nil && changed(c) {
+			return nil
 		}
 	}
-	return held(tx, ridKey(pfxBoard, id), "board %s:%d", id)
+	return held(tx, k, what, id)
 }
 
 // claimHeld returns a missingError when the claim s, a key written by realm,

@@ -31,12 +31,36 @@ func TestSealOfForeignClaimRefusedNotParked(t *testing.T) {
 	}
 }
 
+// ingestInOrder ingests the signed events of order into a new service,
+// calling during, if set, once the first n are in; then it makes an unpark
+// pass, after which nothing may wait.
+func ingestInOrder(t *testing.T, order [][]byte, n int, during func(*Service)) *Service {
+	t.Helper()
+	ctx := context.Background()
+	s := newTestService(t)
+	if _, err := s.st.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, raw := range order {
+		if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if i+1 == n && during != nil {
+			during(s)
+		}
+	}
+	s.st.Unpark(ctx)
+	if p, err := s.st.ParkedEvents(0); err != nil || len(p) != 0 {
+		t.Fatalf("still parked %+v %v", p, err)
+	}
+	return s
+}
+
 // TestParkedRealmKeepsItsOrder: alpha:3 waits for gamma's claim; alpha's
 // later refine of alpha:3's claim and its close of the thread wait behind
 // it, so that once gamma's claim arrives the claim is superseded and the
 // thread closed, as where the events came in order.
 func TestParkedRealmKeepsItsOrder(t *testing.T) {
-	ctx := context.Background()
 	alpha := newChainWriter(t, nil, "alpha", 2, nil)
 	gamma := newChainWriter(t, nil, "gamma", 4, nil)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
@@ -54,20 +78,7 @@ func TestParkedRealmKeepsItsOrder(t *testing.T) {
 		Change: protocol.Change{To: protocol.StateClosed, Origin: "close", Confirmed: true}})
 
 	final := func(order [][]byte) string {
-		s := newTestService(t)
-		defer s.st.Close()
-		if _, err := s.st.EnsureProjections(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for i, raw := range order {
-			if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
-				t.Fatalf("event %d: %v", i, err)
-			}
-		}
-		s.st.Unpark(ctx)
-		if p, err := s.st.ParkedEvents(0); err != nil || len(p) != 0 {
-			t.Fatalf("still parked %+v %v", p, err)
-		}
+		s := ingestInOrder(t, order, 0, nil)
 		var c claimRec
 		var th threadRec
 		err := s.st.View(func(tx *store.Tx) error {
@@ -95,7 +106,6 @@ func TestParkedRealmKeepsItsOrder(t *testing.T) {
 // the thread of alpha:3 waits behind it. Once gamma's claim arrives, every
 // record is as where the events came in order.
 func TestParkedRealmGoesOn(t *testing.T) {
-	ctx := context.Background()
 	alpha := newChainWriter(t, nil, "alpha", 2, nil)
 	gamma := newChainWriter(t, nil, "gamma", 4, nil)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
@@ -137,24 +147,7 @@ func TestParkedRealmGoesOn(t *testing.T) {
 		return out
 	}
 	final := func(order [][]byte, during func(*Service)) state {
-		s := newTestService(t)
-		defer s.st.Close()
-		if _, err := s.st.EnsureProjections(ctx); err != nil {
-			t.Fatal(err)
-		}
-		for i, raw := range order {
-			if _, err := s.st.Ingest(ctx, raw, func(*protocol.Event) error { return nil }); err != nil {
-				t.Fatalf("event %d: %v", i, err)
-			}
-			if i == 5 && during != nil {
-				during(s)
-			}
-		}
-		s.st.Unpark(ctx)
-		if p, err := s.st.ParkedEvents(0); err != nil || len(p) != 0 {
-			t.Fatalf("still parked %+v %v", p, err)
-		}
-		return read(s)
+		return read(ingestInOrder(t, order, 6, during))
 	}
 	inOrder := final([][]byte{g1, g2, a1, a2, a3, a4, a5, a6}, nil)
 	parked := final([][]byte{a1, a2, a3, a4, a5, a6, g1, g2}, func(s *Service) {
