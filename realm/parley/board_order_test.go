@@ -41,3 +41,38 @@ func TestParkedThreadAndLaterBoardCommute(t *testing.T) {
 		t.Fatalf("alpha's board 2: %q in order, %q with alpha:1 parked", inOrder, parked)
 	}
 }
+
+// TestAcceptanceBeforeReplyKeepsHomeOrder: alpha accepts beta's answer in
+// its thread, then decides there. A node that gets alpha's events before
+// beta's reply ends with the thread as alpha has it: the acceptance waits
+// for the reply, and alpha's decision behind it, rather than the reply
+// joining the thread after the decision.
+func TestAcceptanceBeforeReplyKeepsHomeOrder(t *testing.T) {
+	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	beta := newChainWriter(t, nil, "beta", 3, nil)
+	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q?", AuthorKind: "llm"})
+	b1, reply := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "answer", Body: "a", AuthorKind: "llm"})
+	a3, _ := alpha.sign(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: reply.String(),
+		Change: &protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM}})
+	a4, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "decide", Body: "so", AuthorKind: "llm",
+		Change: &protocol.Change{To: protocol.StateDecided, Origin: protocol.OriginLLM}})
+
+	final := func(order [][]byte) string {
+		s := ingestInOrder(t, order, 0, nil)
+		var th threadRec
+		err := s.st.View(func(tx *store.Tx) error {
+			_, err := tx.GetJSON(ridKey(pfxThread, rid{"alpha", 1}), &th)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%s by %s, %d messages, last %s:%d", th.State.State, th.StateBy, th.Messages, th.Last.Realm, th.Last.N)
+	}
+	inOrder := final([][]byte{a1, a2, b1, a3, a4})
+	early := final([][]byte{a1, a2, a3, a4, b1})
+	if inOrder != early || inOrder != "decided by alpha:alice, 3 messages, last alpha:2" {
+		t.Fatalf("in order: %s; the acceptance first: %s", inOrder, early)
+	}
+}

@@ -438,12 +438,7 @@ func TestClaimFactOfDecisionAnyOrder(t *testing.T) {
 
 	var want []byte
 	for _, order := range [][][]byte{{board, opened, refute, attest, decide}, {board, opened, attest, decide, refute}} {
-		s := newTestService(t)
-		for _, raw := range order {
-			if _, err := s.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err != nil {
-				t.Fatal(err)
-			}
-		}
+		s := ingestInOrder(t, order, 0, nil) // the decision waits for the reply
 		var rec []byte
 		err := s.st.View(func(tx *store.Tx) error {
 			var err error

@@ -24,7 +24,8 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		Board   uint64   `cbor:"board,omitempty"`
 		Claim   string   `cbor:"claim"`
 		Refutes []string `cbor:"refutes,omitempty"`
-		CID     string   `cbor:"cid"` // a decision's reply
+		CID     string   `cbor:"cid"`     // a decision's reply
+		Message string   `cbor:"message"` // and its key
 	}
 	switch ev.Type {
 	case evThreadOpened, evMessagePosted, evThreadState, evThreadPinned, evThreadModerat, evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
@@ -74,9 +75,33 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		return err
 	}
 	if ev.Type == evReplyAccepted {
+		// An accepted reply joins the thread where its realm accepted it,
+		// before that realm's later events in the thread: were the
+		// acceptance kept for the reply, the reply would join the thread
+		// when it came, after them, and change the thread's state and
+		// last message out of its home's order. So the acceptance waits
+		// for its reply, and holds back what shares the thread.
+		if err := replyHeld(tx, d.CID, d.Message); err != nil {
+			return err
+		}
 		return replyRefutesHeld(tx, d.CID, rid{realm, k.N})
 	}
 	return nil
+}
+
+// replyHeld returns a missingError when the reply whose event is replyCID
+// (message, realm-prefixed) is not held.
+func replyHeld(tx *store.Tx, replyCID, message string) error {
+	c, err := protocol.ParseCID(replyCID)
+	if err != nil {
+		return nil // Apply says what is wrong
+	}
+	switch _, err := tx.Get(key(pfxCID, c.Bytes())); {
+	case errors.Is(err, store.ErrNotFound):
+		return missingError{"reply " + message}
+	default:
+		return err
+	}
 }
 
 // refutesHeld checks that the claims a message of realm refutes are held.

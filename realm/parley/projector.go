@@ -23,8 +23,10 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // 1: the participation and decided-reply indexes hold this realm's
 // identities only. 2: a proposed reopen of a confirmed close leaves the
 // thread locked, so it is not counted as waiting. 3: an attestation a
-// claim's facts refuse where it falls is shown, refused.
-func (projector) ProjectionVersion() string { return "parley/3" }
+// claim's facts refuse where it falls is shown, refused. 4: another
+// realm's acceptance of a reply waits for the reply (Missing), so that the
+// reply joins its thread where it was accepted.
+func (projector) ProjectionVersion() string { return "parley/4" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the

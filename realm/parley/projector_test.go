@@ -266,7 +266,11 @@ func TestProjectionGolden(t *testing.T) {
 
 func testProjectionGolden(t *testing.T, runs bool) {
 	s := newFixedService(t)
+	if _, err := s.st.EnsureProjections(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	projectionScenario(t, s, runs)
+	s.st.Unpark(context.Background()) // an acceptance waits for its reply
 	if n := len(s.recs.ops); n != 0 {
 		t.Fatalf("%d ops' changes still held after their ops ended", n)
 	}
@@ -459,6 +463,8 @@ var goldenVersions = map[string]string{
 	"parley/2": "a9f104545c88c0931c062d22deb226ece07334069b7c6d384b27b65e21faf2d8",
 	// beta's attestation of alpha's cl_2 after the refine superseded it.
 	"parley/3": "ee161fb955440a821cda307fc5ac6309b30d6d1a4def7b6819c3dc4d96c3d0a0",
+	// beta's reply accepted before it arrived: the acceptance waits for it.
+	"parley/4": "7dab7d58aa9e06bd0d80fca6019cae00ace94b77f0232044f4ad70998d79300b",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

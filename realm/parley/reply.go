@@ -181,6 +181,10 @@ type decider struct {
 	// not held here yet (a claim the reply refutes); they are decided again
 	// when other realms' events arrive.
 	later map[cid.Cid]bool
+	// foreign counts the commits that brought other realms' events (under
+	// mu): a reply that failed for a missing record is queued again at
+	// once when one came while it was being decided.
+	foreign uint64
 }
 
 func newDecider(s *Service) *decider {
@@ -228,6 +232,7 @@ func (d *decider) committed(evs []*store.StoredEvent) {
 func (d *decider) retryLater() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.foreign++
 	for c := range d.later {
 		select {
 		case d.queue <- c:
@@ -299,6 +304,9 @@ func (d *decider) run(ctx context.Context) {
 // realm's rules, and records the word in an event of this realm.
 func (d *decider) decide(ctx context.Context, c cid.Cid) {
 	s := d.s
+	d.mu.Lock()
+	foreign := d.foreign
+	d.mu.Unlock()
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		var ref cidRef
 		if ok, err := tx.GetJSON(key(pfxCID, c.Bytes()), &ref); err != nil || !ok {
@@ -337,7 +345,19 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 		// Accepted, it would refute a claim not held here yet: it is
 		// decided again once other realms' events come.
 		d.mu.Lock()
-		d.later[c] = true
+		queued := false
+		if d.foreign != foreign {
+			// Other realms' events came while it was decided, and their
+			// retry may have passed it by: it goes again now.
+			select {
+			case d.queue <- c:
+				queued = true
+			default:
+			}
+		}
+		if !queued {
+			d.later[c] = true
+		}
 		d.mu.Unlock()
 		s.log.Debug("parley: a reply waits for a record to be decided", "cid", c, "err", err)
 	case err != nil && ctx.Err() == nil:
