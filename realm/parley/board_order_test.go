@@ -2,6 +2,7 @@ package parley
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"relay/protocol"
@@ -74,5 +75,16 @@ func TestAcceptanceBeforeReplyKeepsHomeOrder(t *testing.T) {
 	early := final([][]byte{a1, a2, a3, a4, b1})
 	if inOrder != early || inOrder != "decided by alpha:alice, 3 messages, last alpha:2" {
 		t.Fatalf("in order: %s; the acceptance first: %s", inOrder, early)
+	}
+}
+
+// TestRelatesToNamesItsRealm: another realm's message relating to "cl_3"
+// relates to that realm's claim, and says so here: "beta:cl_3".
+func TestRelatesToNamesItsRealm(t *testing.T) {
+	s := newTestService(t)
+	got := s.relatesOut("beta", []string{"cl_3", "gamma:msg_2", "test:th_1", "th_4", "12", "bafy-not-a-key"})
+	want := []string{"beta:cl_3", "gamma:msg_2", "th_1", "beta:th_4", "12", "bafy-not-a-key"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("relates_to %v, want %v", got, want)
 	}
 }

@@ -141,7 +141,7 @@ func (s *Service) messageOut(m *messageRec) MessageOut {
 		Parley: protocol.ParleyVersion, ID: s.keyString(protocol.KeyMessage, rid{m.Realm, m.N}), Realm: string(m.Realm), CID: m.CID,
 		Thread: s.keyString(protocol.KeyThread, m.Thread), Kind: m.Kind, Body: m.Body,
 		From: From{Identity: m.Identity, Extension: m.Extension}, AuthorKind: m.AuthorKind, Provenance: m.Provenance,
-		RelatesTo: nonNil(m.RelatesTo), Claims: []string{}, Refutes: []string{}, Evidence: nonNil(m.Evidence),
+		RelatesTo: s.relatesOut(m.Realm, m.RelatesTo), Claims: []string{}, Refutes: []string{}, Evidence: nonNil(m.Evidence),
 		Awaiting: m.Awaiting, CreatedAt: m.CreatedAt, Status: m.Status, Refusal: m.Refusal,
 	}
 	if m.Parent != nil {
@@ -216,6 +216,25 @@ func (s *Service) historyOut(h *historyRec) StateEvent {
 	if h.Message != nil {
 		k := s.keyString(protocol.KeyMessage, *h.Message)
 		out.Message = &k
+	}
+	return out
+}
+
+// relatesOut writes the keys a message of realm relates to as this node
+// writes keys: "cl_3" of another realm's message is that realm's claim,
+// "beta:cl_3"; a key of this realm is bare. What is no key stays as is.
+func (s *Service) relatesOut(realm protocol.Realm, refs []string) []string {
+	out := make([]string, 0, len(refs))
+	for _, r := range refs {
+		if kind := refKind(r); kind != "" {
+			if k, err := protocol.ParseKey(kind, r); err == nil {
+				if k.Realm == "" {
+					k.Realm = realm
+				}
+				r = s.keyString(kind, rid{k.Realm, k.N})
+			}
+		}
+		out = append(out, r)
 	}
 	return out
 }
