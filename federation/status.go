@@ -186,6 +186,10 @@ func (s *Service) IsBlocked(r protocol.Realm) bool {
 	return ok
 }
 
+// Refusing reports whether this node takes no events of realm: blocked or
+// quarantined.
+func (s *Service) Refusing(r protocol.Realm) bool { return s.refusing(r) }
+
 // refusing reports whether this node takes no events of realm: blocked or
 // quarantined.
 func (s *Service) refusing(r protocol.Realm) bool {

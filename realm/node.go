@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -96,7 +97,10 @@ type Node struct {
 	parley   *parley.Service
 	corpus   *corpus.Service
 	fed      *federation.Service // nil when the node does not federate
-	stopBg   context.CancelFunc  // ends the node's background work
+	// fedSet is fed once set, for the store's goroutines, which may ask
+	// while Open sets it (parley's Refusing).
+	fedSet   atomic.Pointer[federation.Service]
+	stopBg   context.CancelFunc // ends the node's background work
 	fedClose sync.Once
 	limiter  *limiter
 	limits   protocol.ParleyLimits
@@ -207,7 +211,8 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 				return nil, federation.ErrNoBlob
 			}
 			return n.fed.FetchBlobAny(ctx, c)
-		}})
+		},
+		Refusing: func(r protocol.Realm) bool { f := n.fedSet.Load(); return f != nil && f.Refusing(r) }})
 	if n.auth, err = newAuth(name, st); err != nil {
 		st.Close()
 		return nil, err
@@ -247,7 +252,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		if cfg.SyncInterval > 0 {
 			fcfg.SyncInterval = cfg.SyncInterval
 		}
-		if n.fed, err = federation.New(st, fcfg); err != nil {
+		if n.fed, err = federation.New(st, fcfg); err == nil {
+			n.fedSet.Store(n.fed)
+		}
+		if err != nil {
 			st.Close()
 			return nil, err
 		}

@@ -88,3 +88,27 @@ func TestRelatesToNamesItsRealm(t *testing.T) {
 		t.Fatalf("relates_to %v, want %v", got, want)
 	}
 }
+
+// TestAcceptanceOfRefusedRealmsReplyHoldsNothing: this node takes no events
+// of beta (blocked, or quarantined), so beta's reply will not come: alpha's
+// acceptance of it is kept for it, as before, and alpha's thread goes on.
+func TestAcceptanceOfRefusedRealmsReplyHoldsNothing(t *testing.T) {
+	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	beta := newChainWriter(t, nil, "beta", 3, nil)
+	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q?", AuthorKind: "llm"})
+	_, reply := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "answer", Body: "a", AuthorKind: "llm"})
+	a3, _ := alpha.sign(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: reply.String(),
+		Change: &protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM}})
+	a4, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "note", Body: "and", AuthorKind: "llm"})
+	refusingBeta := func(c *Config) { c.Refusing = func(r protocol.Realm) bool { return r == "beta" } }
+	s := ingestInOrderWith(t, refusingBeta, [][]byte{a1, a2, a3, a4}, 0, nil)
+	var th threadRec
+	err := s.st.View(func(tx *store.Tx) error {
+		_, err := tx.GetJSON(ridKey(pfxThread, rid{"alpha", 1}), &th)
+		return err
+	})
+	if err != nil || th.Messages != 2 || th.Last.N != 2 {
+		t.Fatalf("alpha's thread: %d messages, last %d, %v", th.Messages, th.Last.N, err)
+	}
+}

@@ -81,7 +81,7 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		// when it came, after them, and change the thread's state and
 		// last message out of its home's order. So the acceptance waits
 		// for its reply, and holds back what shares the thread.
-		if err := replyHeld(tx, d.CID, d.Message); err != nil {
+		if err := pr.replyHeld(tx, d.CID, d.Message); err != nil {
 			return err
 		}
 		return replyRefutesHeld(tx, d.CID, rid{realm, k.N})
@@ -90,11 +90,17 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 }
 
 // replyHeld returns a missingError when the reply whose event is replyCID
-// (message, realm-prefixed) is not held.
-func replyHeld(tx *store.Tx, replyCID, message string) error {
+// (message, realm-prefixed) is not held, and its realm's events are taken
+// here: a reply of a realm blocked or quarantined here will not come, and
+// the acceptance is kept for it, as a refusal is, rather than hold its
+// thread back for good.
+func (pr projector) replyHeld(tx *store.Tx, replyCID, message string) error {
 	c, err := protocol.ParseCID(replyCID)
 	if err != nil {
 		return nil // Apply says what is wrong
+	}
+	if k, err := protocol.ParseKey(protocol.KeyMessage, message); err == nil && k.Realm != "" && pr.refusing != nil && pr.refusing(k.Realm) {
+		return nil
 	}
 	switch _, err := tx.Get(key(pfxCID, c.Bytes())); {
 	case errors.Is(err, store.ErrNotFound):

@@ -19,6 +19,12 @@ const testRealm = protocol.Realm("test")
 // after the forum registers its projector.
 func newTestService(tb testing.TB, around ...func(*store.Store)) *Service {
 	tb.Helper()
+	return newTestServiceWith(tb, nil, around...)
+}
+
+// newTestServiceWith is newTestService with its Config changed by with.
+func newTestServiceWith(tb testing.TB, with func(*Config), around ...func(*store.Store)) *Service {
+	tb.Helper()
 	_, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		tb.Fatal(err)
@@ -36,7 +42,11 @@ func newTestService(tb testing.TB, around ...func(*store.Store)) *Service {
 	if len(around) == 2 {
 		around[0](st)
 	}
-	s := New(st, Config{Realm: testRealm, Logger: cfg.Logger})
+	scfg := Config{Realm: testRealm, Logger: cfg.Logger}
+	if with != nil {
+		with(&scfg)
+	}
+	s := New(st, scfg)
 	if len(around) == 2 {
 		around[1](st)
 	}

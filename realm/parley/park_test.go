@@ -36,8 +36,15 @@ func TestSealOfForeignClaimRefusedNotParked(t *testing.T) {
 // pass, after which nothing may wait.
 func ingestInOrder(t *testing.T, order [][]byte, n int, during func(*Service)) *Service {
 	t.Helper()
+	return ingestInOrderWith(t, nil, order, n, during)
+}
+
+// ingestInOrderWith is ingestInOrder into a service whose Config with
+// changes.
+func ingestInOrderWith(t *testing.T, with func(*Config), order [][]byte, n int, during func(*Service)) *Service {
+	t.Helper()
 	ctx := context.Background()
-	s := newTestService(t)
+	s := newTestServiceWith(t, with)
 	if _, err := s.st.EnsureProjections(ctx); err != nil {
 		t.Fatal(err)
 	}

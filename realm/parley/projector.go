@@ -10,8 +10,9 @@ import (
 
 // projector keeps the Parley records in step with the event log.
 type projector struct {
-	r    *records
-	home protocol.Realm // this node's realm
+	r        *records
+	home     protocol.Realm            // this node's realm
+	refusing func(protocol.Realm) bool // Config.Refusing, or nil
 }
 
 var _ store.Projector = projector{}

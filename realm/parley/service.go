@@ -32,6 +32,11 @@ type Config struct {
 	// image of a replicated message); nil: images are served from the
 	// store only.
 	FetchImage func(ctx context.Context, c cid.Cid) ([]byte, error)
+	// Refusing reports whether this node takes no events of a realm
+	// (blocked or quarantined); nil: it takes every realm's. Another
+	// realm's acceptance of a reply waits for the reply only while the
+	// reply's realm is taken: one that will never come holds nothing back.
+	Refusing func(protocol.Realm) bool
 }
 
 // Service is the Parley forum of one realm.
@@ -60,7 +65,7 @@ func New(st *store.Store, cfg Config) *Service {
 		cfg.OnFeature = func(Feature) {}
 	}
 	s := &Service{cfg: cfg, realm: cfg.Realm, st: st, log: cfg.Logger, recs: newRecords()}
-	st.Register(projector{r: s.recs, home: s.realm})
+	st.Register(projector{r: s.recs, home: s.realm, refusing: cfg.Refusing})
 	s.decider = newDecider(s)
 	st.Watch(s.decider.committed)
 	return s
