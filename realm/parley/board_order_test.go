@@ -43,19 +43,27 @@ func TestParkedThreadAndLaterBoardCommute(t *testing.T) {
 	}
 }
 
+// acceptedReply is alpha's board and thread (a1, a2), beta's answer in it
+// (b1) and alpha's acceptance of that answer (a3), signed; alpha's writer
+// goes on from there.
+func acceptedReply(t *testing.T) (alpha *chainWriter, a1, a2, b1, a3 []byte) {
+	alpha = newChainWriter(t, nil, "alpha", 2, nil)
+	beta := newChainWriter(t, nil, "beta", 3, nil)
+	a1, _ = alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	a2, _ = alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q?", AuthorKind: "llm"})
+	b1, reply := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "answer", Body: "a", AuthorKind: "llm"})
+	a3, _ = alpha.sign(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: reply.String(),
+		Change: &protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM}})
+	return alpha, a1, a2, b1, a3
+}
+
 // TestAcceptanceBeforeReplyKeepsHomeOrder: alpha accepts beta's answer in
 // its thread, then decides there. A node that gets alpha's events before
 // beta's reply ends with the thread as alpha has it: the acceptance waits
 // for the reply, and alpha's decision behind it, rather than the reply
 // joining the thread after the decision.
 func TestAcceptanceBeforeReplyKeepsHomeOrder(t *testing.T) {
-	alpha := newChainWriter(t, nil, "alpha", 2, nil)
-	beta := newChainWriter(t, nil, "beta", 3, nil)
-	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q?", AuthorKind: "llm"})
-	b1, reply := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "answer", Body: "a", AuthorKind: "llm"})
-	a3, _ := alpha.sign(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: reply.String(),
-		Change: &protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM}})
+	alpha, a1, a2, b1, a3 := acceptedReply(t)
 	a4, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "decide", Body: "so", AuthorKind: "llm",
 		Change: &protocol.Change{To: protocol.StateDecided, Origin: protocol.OriginLLM}})
 
@@ -93,13 +101,7 @@ func TestRelatesToNamesItsRealm(t *testing.T) {
 // of beta (blocked, or quarantined), so beta's reply will not come: alpha's
 // acceptance of it is kept for it, as before, and alpha's thread goes on.
 func TestAcceptanceOfRefusedRealmsReplyHoldsNothing(t *testing.T) {
-	alpha := newChainWriter(t, nil, "alpha", 2, nil)
-	beta := newChainWriter(t, nil, "beta", 3, nil)
-	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q?", AuthorKind: "llm"})
-	_, reply := beta.sign(evMessagePosted, "dan", messageData{Thread: "alpha:th_1", N: 1, Kind: "answer", Body: "a", AuthorKind: "llm"})
-	a3, _ := alpha.sign(evReplyAccepted, "dan", decisionData{Thread: "th_1", Message: "beta:msg_1", CID: reply.String(),
-		Change: &protocol.Change{To: protocol.StateAnswered, Origin: protocol.OriginLLM}})
+	alpha, a1, a2, _, a3 := acceptedReply(t)
 	a4, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "note", Body: "and", AuthorKind: "llm"})
 	refusingBeta := func(c *Config) { c.Refusing = func(r protocol.Realm) bool { return r == "beta" } }
 	s := ingestInOrderWith(t, refusingBeta, [][]byte{a1, a2, a3, a4}, 0, nil)
