@@ -150,6 +150,7 @@ func (c *claimRec) fold() {
 	}
 	d.Attestations = append([]attestation{}, d.Attestations...) // never nil: shown as []
 	c.setDerived(d)
+	c.RefutesRefused = nil
 	for i := range c.Facts {
 		f := &c.Facts[i]
 		if f.At.After(c.UpdatedAt) {
@@ -170,9 +171,12 @@ func (c *claimRec) fold() {
 			continue
 		}
 		if ref != nil {
-			if f.Kind == factAttest {
-				// An acknowledged write stays in sight: shown, not counted.
+			// An acknowledged write stays in sight: shown, not counted.
+			switch {
+			case f.Kind == factAttest:
 				c.Attestations = append(c.Attestations, f.attestation(ref.Reason))
+			case f.Kind == factRefute && f.Message != nil:
+				c.RefutesRefused = append(c.RefutesRefused, refusedRefute{Message: *f.Message, Refused: ref.Reason})
 			}
 			continue
 		}

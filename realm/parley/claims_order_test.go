@@ -52,6 +52,8 @@ type claimOrderTest struct {
 	sealed     bool
 	refutedBy  bool
 	superseded bool
+	// refuteRefused: the refute act is shown refused (claim_superseded).
+	refuteRefused bool
 }
 
 var claimOrderTests = []claimOrderTest{
@@ -79,7 +81,7 @@ var claimOrderTests = []claimOrderTest{
 	{
 		name:  "a seal after the supersede",
 		steps: []claimFactStep{{stepRefutes, 10}, {stepSupersede, 20}, {stepSupports, 25}, {stepSeal, 30}, {stepRefuteAct, 35}},
-		state: protocol.ClaimSuperseded, shown: []string{"gamma", "beta!"}, superseded: true,
+		state: protocol.ClaimSuperseded, shown: []string{"gamma", "beta!"}, superseded: true, refuteRefused: true,
 	},
 }
 
@@ -278,6 +280,10 @@ func checkClaimOut(t *testing.T, tt claimOrderTest, out []byte) {
 	}
 	if tt.refutedBy && fmt.Sprint(c.RefutedBy) != "[eps:msg_2]" {
 		t.Fatalf("refuted by %v", c.RefutedBy)
+	}
+	if refused := len(c.RefutationsRefused) == 1 && c.RefutationsRefused[0].Message == "eps:msg_2" &&
+		c.RefutationsRefused[0].Refused == string(protocol.ReasonClaimSuperseded); refused != tt.refuteRefused {
+		t.Fatalf("refutations refused %+v", c.RefutationsRefused)
 	}
 }
 

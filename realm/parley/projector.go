@@ -26,8 +26,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // thread locked, so it is not counted as waiting. 3: an attestation a
 // claim's facts refuse where it falls is shown, refused. 4: another
 // realm's acceptance of a reply waits for the reply (Missing), so that the
-// reply joins its thread where it was accepted.
-func (projector) ProjectionVersion() string { return "parley/4" }
+// reply joins its thread where it was accepted. 5: a refute act a claim's
+// facts refuse where it falls is shown, refused.
+func (projector) ProjectionVersion() string { return "parley/5" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the

@@ -229,6 +229,10 @@ func projectionScenario(t *testing.T, s *Service, runs bool) {
 	// shown, refused (parley/3).
 	beta.at += 5000
 	beta.emit(evClaimAttested, "dan", attestData{Claim: "alpha:cl_2", Verdict: "supports"})
+	// And a refute act of alpha's, after the supersede: shown refused
+	// (parley/5).
+	alpha.emit(evMessagePosted, "carol", messageData{Thread: "th_2", N: 11, Kind: "refute", Body: "Not two.", AuthorKind: "llm",
+		Refutes: []string{"cl_2"}, Evidence: ev})
 }
 
 // dumpProjection lists every record of the forum, key and value.
@@ -465,6 +469,8 @@ var goldenVersions = map[string]string{
 	"parley/3": "ee161fb955440a821cda307fc5ac6309b30d6d1a4def7b6819c3dc4d96c3d0a0",
 	// beta's reply accepted before it arrived: the acceptance waits for it.
 	"parley/4": "7dab7d58aa9e06bd0d80fca6019cae00ace94b77f0232044f4ad70998d79300b",
+	// A refute act of alpha after the supersede of the claim it names.
+	"parley/5": "de9b4b68e7fd74c8a057ef828dd4ab734dac701f555bd80a7f165e89b88aaa0b",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

@@ -221,11 +221,15 @@ type claimRec struct {
 	Author       string              `json:"author"`
 	Attestations []attestation       `json:"attestations"`
 	RefutedBy    []rid               `json:"refuted_by,omitempty"`
-	SealedBy     string              `json:"sealed_by,omitempty"`
-	SealedAt     *time.Time          `json:"sealed_at,omitempty"`
-	SupersededBy *rid                `json:"superseded_by,omitempty"`
-	CreatedAt    time.Time           `json:"created_at"`
-	UpdatedAt    time.Time           `json:"updated_at"`
+	// RefutesRefused are the refute acts its facts refuse where they fall
+	// (one made at another realm after a supersede it had not received),
+	// derived like RefutedBy: shown, not counted.
+	RefutesRefused []refusedRefute `json:"refutes_refused,omitempty"`
+	SealedBy       string          `json:"sealed_by,omitempty"`
+	SealedAt       *time.Time      `json:"sealed_at,omitempty"`
+	SupersededBy   *rid            `json:"superseded_by,omitempty"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
 	// Facts is every fact the projector accepted about the claim, in
 	// canonical order, those the rules refuse where they fall included.
 	// Reads never show it.
@@ -247,6 +251,12 @@ type attestation struct {
 	// it falls among the claim's facts: an attestation made, at another
 	// realm, after a supersede it had not yet received.
 	Refused protocol.Reason `json:"refused,omitempty"`
+}
+
+// refusedRefute is a refute act that does not count against a claim.
+type refusedRefute struct {
+	Message rid             `json:"message"`
+	Refused protocol.Reason `json:"refused"`
 }
 
 // historyRec is one state change of a thread.

@@ -102,6 +102,12 @@ type Attestation struct {
 	Refused string `json:"refused,omitempty" jsonschema:"the reason it does not count, e.g. claim_superseded: the claim had been superseded before it, by the events' times"`
 }
 
+// RefusedRefutation is a refute act that does not count against a claim.
+type RefusedRefutation struct {
+	Message string `json:"message"`
+	Refused string `json:"refused" jsonschema:"the reason it does not count, e.g. claim_superseded"`
+}
+
 // ClaimOut is a claim with its attestations.
 type ClaimOut struct {
 	ID           string              `json:"id"`
@@ -115,11 +121,16 @@ type ClaimOut struct {
 	Author       string              `json:"author"`
 	Attestations []Attestation       `json:"attestations"`
 	RefutedBy    []string            `json:"refuted_by"`
-	SealedBy     string              `json:"sealed_by,omitempty"`
-	SealedAt     *time.Time          `json:"sealed_at,omitempty"`
-	SupersededBy *string             `json:"superseded_by"`
-	CreatedAt    time.Time           `json:"created_at"`
-	UpdatedAt    time.Time           `json:"updated_at"`
+	// RefutationsRefused are refute acts naming the claim that do not
+	// count, with the rule that refused them where they fall among its
+	// facts: one made at another realm after a supersede it had not yet
+	// received.
+	RefutationsRefused []RefusedRefutation `json:"refutations_refused,omitempty"`
+	SealedBy           string              `json:"sealed_by,omitempty"`
+	SealedAt           *time.Time          `json:"sealed_at,omitempty"`
+	SupersededBy       *string             `json:"superseded_by"`
+	CreatedAt          time.Time           `json:"created_at"`
+	UpdatedAt          time.Time           `json:"updated_at"`
 }
 
 // StateEvent is one entry of a thread's state history.
@@ -199,6 +210,9 @@ func (s *Service) claimOut(c *claimRec) ClaimOut {
 	}
 	for _, r := range c.RefutedBy {
 		out.RefutedBy = append(out.RefutedBy, s.keyString(protocol.KeyMessage, r))
+	}
+	for _, r := range c.RefutesRefused {
+		out.RefutationsRefused = append(out.RefutationsRefused, RefusedRefutation{Message: s.keyString(protocol.KeyMessage, r.Message), Refused: string(r.Refused)})
 	}
 	if c.SupersededBy != nil {
 		k := s.keyString(protocol.KeyClaim, *c.SupersededBy)
