@@ -67,10 +67,17 @@ func TestReplyAcrossRealms(t *testing.T) {
 	}
 	converge(t, net)
 	for _, r := range net.Realms {
+		// A realm that got r1's acceptance before r2's reply holds it
+		// until the reply comes, and the next unpark pass joins them.
 		var th threadAnswer
-		call(t, r, "GET", "/api/v1/threads/r1:th_1", nil, &th)
-		if th.Thread.Messages != 2 {
-			t.Fatalf("%s: r1:th_1 has %d messages, want 2", r.Name, th.Thread.Messages)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			call(t, r, "GET", "/api/v1/threads/r1:th_1", nil, &th)
+			if th.Thread.Messages == 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: r1:th_1 has %d messages, want 2", r.Name, th.Thread.Messages)
+			}
 		}
 		var m postAnswer
 		call(t, r, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
@@ -300,5 +307,22 @@ func converge(t *testing.T, net *Net) {
 	t.Helper()
 	if err := net.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
+	}
+	// Held is not yet shown: an event parked for a record that has come
+	// is projected by the next unpark pass.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		parked := 0
+		for _, r := range net.Realms {
+			if r.cancel != nil {
+				p, _ := r.Node.Store().ParkedEvents(1)
+				parked += len(p)
+			}
+		}
+		if parked == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("converged, but %d realm(s) still hold parked events", parked)
+		}
 	}
 }
