@@ -127,17 +127,18 @@ func decodeScopes(b []byte) ([]string, error) {
 	return out, nil
 }
 
-// parkedScopes returns the scopes of parked event n: every scope when none
-// were recorded.
-func (tx *Tx) parkedScopes(n uint64) ([]string, error) {
+// parkedScopes returns the scopes of parked event n, and whether they were
+// recorded: every scope when none were (an event parked before scopes).
+func (tx *Tx) parkedScopes(n uint64) (scopes []string, recorded bool, err error) {
 	v, err := tx.Get(join(prefixParkedScopes, u64(n)))
 	if errors.Is(err, ErrNotFound) {
-		return []string{scopeAll}, nil
+		return []string{scopeAll}, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return decodeScopes(v)
+	scopes, err = decodeScopes(v)
+	return scopes, true, err
 }
 
 // countScope adds d to the count of realm's parked events with scope.
@@ -172,15 +173,17 @@ func (tx *Tx) holdScopes(realm string, n uint64, scopes []string) error {
 // releaseScopes forgets the scopes of parked event n of realm, which is
 // projected or refused: it no longer holds back what shares them.
 func (tx *Tx) releaseScopes(realm string, n uint64) error {
-	scopes, err := tx.parkedScopes(n)
-	if err != nil {
-		return err
+	scopes, recorded, err := tx.parkedScopes(n)
+	if err != nil || !recorded {
+		return err // none recorded, none counted
 	}
-	if _, err := tx.Get(join(prefixParkedScopes, u64(n))); err == nil {
-		tx.del(join(prefixParkedScopes, u64(n)))
-	} else if !errors.Is(err, ErrNotFound) {
-		return err
-	}
+	return tx.forgetScopes(realm, n, scopes)
+}
+
+// forgetScopes removes the recorded scopes of parked event n of realm and
+// their counts.
+func (tx *Tx) forgetScopes(realm string, n uint64, scopes []string) error {
+	tx.del(join(prefixParkedScopes, u64(n)))
 	for _, s := range scopes {
 		if err := tx.countScope(realm, s, -1); err != nil {
 			return err
@@ -448,15 +451,15 @@ func (s *Store) scopeParked(ctx context.Context, again bool) error {
 				if err != nil {
 					return err
 				}
-				switch _, err := tx.Get(join(prefixParkedScopes, u64(p.n))); {
-				case err == nil && !again:
+				switch old, recorded, err := tx.parkedScopes(p.n); {
+				case err != nil:
+					return err
+				case recorded && !again:
 					return nil
-				case err == nil:
-					if err := tx.releaseScopes(string(p.Realm), p.n); err != nil {
+				case recorded:
+					if err := tx.forgetScopes(string(p.Realm), p.n, old); err != nil {
 						return err
 					}
-				case !errors.Is(err, ErrNotFound):
-					return err
 				}
 				raw, err := tx.Get(placeKey(p.place))
 				if err != nil {
@@ -739,7 +742,7 @@ func (s *Store) readyParked() (runs [][]ParkedEvent, parked int, err error) {
 			if w.all {
 				return nil
 			}
-			scopes, err := tx.parkedScopes(p.n)
+			scopes, _, err := tx.parkedScopes(p.n)
 			if err != nil {
 				return err
 			}
