@@ -19,21 +19,9 @@ import (
 func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
 	realm := protocol.Realm(ev.Realm)
-	var d struct {
-		Thread  string   `cbor:"thread"`
-		Board   uint64   `cbor:"board,omitempty"`
-		Claim   string   `cbor:"claim"`
-		Refutes []string `cbor:"refutes,omitempty"`
-		CID     string   `cbor:"cid"`     // a decision's reply
-		Message string   `cbor:"message"` // and its key
-	}
-	switch ev.Type {
-	case evThreadOpened, evMessagePosted, evThreadState, evThreadPinned, evThreadModerat, evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
-		if protocol.DecodeDataFields(ev.Data, &d) != nil {
-			return nil // Apply says what is wrong
-		}
-	default:
-		return nil
+	d, ok, err := refsOf(ev)
+	if !ok || err != nil || ev.Type == evBoardCreated {
+		return nil // nothing to need, or Apply says what is wrong
 	}
 	switch ev.Type {
 	case evClaimSealed:
@@ -202,6 +190,35 @@ func held(tx *store.Tx, k []byte, what string, id rid) error {
 	}
 }
 
+// eventRefs are the fields of a forum event that name records: what
+// Missing and Scopes read of it, whatever its type.
+type eventRefs struct {
+	ID        uint64   `cbor:"id"` // a board's
+	Thread    string   `cbor:"thread"`
+	Board     uint64   `cbor:"board,omitempty"`
+	N         uint64   `cbor:"n"`
+	Parent    string   `cbor:"parent,omitempty"`
+	RelatesTo []string `cbor:"relates_to,omitempty"`
+	Claims    []struct {
+		N uint64 `cbor:"n"`
+	} `cbor:"claims,omitempty"`
+	Refutes []string `cbor:"refutes,omitempty"`
+	Claim   string   `cbor:"claim"`
+	Message string   `cbor:"message"` // a decision's reply, realm-prefixed
+	CID     string   `cbor:"cid"`     // and its event
+}
+
+// refsOf decodes what names records in ev; ok is false for an event of no
+// forum type.
+func refsOf(ev *protocol.Event) (d eventRefs, ok bool, err error) {
+	switch ev.Type {
+	case evBoardCreated, evThreadOpened, evMessagePosted, evThreadState, evThreadPinned, evThreadModerat,
+		evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
+		return d, true, protocol.DecodeDataFields(ev.Data, &d)
+	}
+	return d, false, nil
+}
+
 // Scopes names the forum records an event refers to or makes
 // (store.Scoped): its thread, its message and claims (by key and, for what
 // it makes, by its CID), the parent, relates_to and refutes it names, a
@@ -211,28 +228,9 @@ func held(tx *store.Tx, k []byte, what string, id rid) error {
 func (pr projector) Scopes(tx *store.Tx, se *store.StoredEvent) ([]string, error) {
 	ev := se.Event
 	realm := protocol.Realm(ev.Realm)
-	var d struct {
-		ID        uint64   `cbor:"id"`
-		Thread    string   `cbor:"thread"`
-		N         uint64   `cbor:"n"`
-		Parent    string   `cbor:"parent,omitempty"`
-		RelatesTo []string `cbor:"relates_to,omitempty"`
-		Claims    []struct {
-			N uint64 `cbor:"n"`
-		} `cbor:"claims,omitempty"`
-		Refutes []string `cbor:"refutes,omitempty"`
-		Claim   string   `cbor:"claim"`
-		Message string   `cbor:"message"`
-		CID     string   `cbor:"cid"`
-	}
-	switch ev.Type {
-	case evBoardCreated, evThreadOpened, evMessagePosted, evThreadState, evThreadPinned, evThreadModerat,
-		evReplyAccepted, evReplyRefused, evClaimAttested, evClaimSealed:
-		if err := protocol.DecodeDataFields(ev.Data, &d); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, nil
+	d, ok, err := refsOf(ev)
+	if !ok || err != nil {
+		return nil, err
 	}
 	var out []string
 	add := func(kind protocol.KeyKind, s string) {
