@@ -193,13 +193,17 @@ func isAct(a Act) bool {
 	return false
 }
 
-// CheckControl refuses text with control characters other than newline,
-// carriage return and tab, as the envelope's texts are: what a client may
-// name or describe (boards, features, tokens, notes) is shown as they are.
-func CheckControl(field, s string) *Refusal {
-	for _, r := range s {
-		if (r < ' ' && r != '\n' && r != '\r' && r != '\t') || r == 0x7f {
-			return invalid(field, "control_character", "%s may not contain control characters other than newline and tab.", field)
+// CheckControl refuses the first of the texts, given as field, text
+// pairs, that holds a control character other than newline, carriage
+// return and tab, as the envelope's texts are: what a client may name or
+// describe (boards, features, tokens, notes) is shown as they are.
+func CheckControl(pairs ...string) *Refusal {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		field := pairs[i]
+		for _, r := range pairs[i+1] {
+			if (r < ' ' && r != '\n' && r != '\r' && r != '\t') || r == 0x7f {
+				return invalid(field, "control_character", "%s may not contain control characters other than newline and tab.", field)
+			}
 		}
 	}
 	return nil

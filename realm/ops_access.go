@@ -240,10 +240,8 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 	if protocol.CodePoints(in.Reason) > 1000 || protocol.CodePoints(in.Justification) > 1000 {
 		return TokenRequestOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "reason and justification hold at most 1000 characters.").With("rule", "max_length")
 	}
-	for _, f := range [][2]string{{"reason", in.Reason}, {"justification", in.Justification}} {
-		if ref := protocol.CheckControl(f[0], f[1]); ref != nil {
-			return TokenRequestOut{}, ref
-		}
+	if ref := protocol.CheckControl("reason", in.Reason, "justification", in.Justification); ref != nil {
+		return TokenRequestOut{}, ref
 	}
 	var rights protocol.Rights
 	if status == reqApproved {

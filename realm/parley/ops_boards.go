@@ -107,7 +107,7 @@ func (s *Service) postBoard(ctx context.Context, c *api.Call, in postBoardIn) (B
 	case protocol.CodePoints(in.Description) > 500:
 		return BoardOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "description: at most 500 characters.").With("field", "description").With("rule", "max_length")
 	}
-	if ref := noControl("name", in.Name, "description", in.Description); ref != nil {
+	if ref := protocol.CheckControl("name", in.Name, "description", in.Description); ref != nil {
 		return BoardOut{}, ref
 	}
 	b, err := s.createBoard(ctx, c.Principal.Identity.String(), in.Slug, strings.TrimSpace(in.Name), in.Description)
@@ -235,15 +235,4 @@ type openThreadIn struct {
 
 func (s *Service) openThread(ctx context.Context, c *api.Call, in openThreadIn) (PostOut, error) {
 	return s.post(ctx, c.Principal, in.ID, &in.Envelope, "")
-}
-
-// noControl refuses the first of the named texts (name, value pairs) that
-// holds a control character other than newline and tab.
-func noControl(pairs ...string) *protocol.Refusal {
-	for i := 0; i+1 < len(pairs); i += 2 {
-		if ref := protocol.CheckControl(pairs[i], pairs[i+1]); ref != nil {
-			return ref
-		}
-	}
-	return nil
 }

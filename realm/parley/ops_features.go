@@ -58,7 +58,7 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 	if n := protocol.CodePoints(body); n == 0 || n > 2000 {
 		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "body: 1 to 2000 characters.").With("field", "body").With("rule", lengthRule(n))
 	}
-	if ref := noControl("title", title, "body", body); ref != nil {
+	if ref := protocol.CheckControl("title", title, "body", body); ref != nil {
 		return FeatureOut{}, ref
 	}
 	f := Feature{Title: title, Body: body, Status: "open", Requester: c.Principal.Identity.String()}
@@ -131,7 +131,7 @@ func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStat
 	if protocol.CodePoints(in.Note) > 500 {
 		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
 	}
-	if ref := noControl("note", in.Note); ref != nil {
+	if ref := protocol.CheckControl("note", in.Note); ref != nil {
 		return FeatureOut{}, ref
 	}
 	var f Feature

@@ -304,7 +304,7 @@ func (n noteIn) check() error {
 	if protocol.CodePoints(n.Note) > 500 {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
 	}
-	if ref := noControl("note", n.Note); ref != nil {
+	if ref := protocol.CheckControl("note", n.Note); ref != nil {
 		return ref
 	}
 	return nil
