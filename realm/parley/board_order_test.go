@@ -15,11 +15,8 @@ import (
 // where the events came in order.
 func TestParkedThreadAndLaterBoardCommute(t *testing.T) {
 	alpha := newChainWriter(t, nil, "alpha", 2, nil)
-	gamma := newChainWriter(t, nil, "gamma", 4, nil)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
-	g1, _ := gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	g2, _ := gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
-		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	g1, g2 := gammaClaim(t)
 	a1, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 2, N: 1, Kind: "refute", Body: "no", AuthorKind: "llm",
 		Refutes: []string{"gamma:cl_1"}, Evidence: ev})
 	a2, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 2, Slug: "ideas", Name: "Ideas"})

@@ -31,6 +31,16 @@ func TestSealOfForeignClaimRefusedNotParked(t *testing.T) {
 	}
 }
 
+// gammaClaim is gamma's board and a thread with gamma:cl_1, signed: the
+// record another realm's events refer to before it is held.
+func gammaClaim(t *testing.T) (g1, g2 []byte) {
+	gamma := newChainWriter(t, nil, "gamma", 4, nil)
+	g1, _ = gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	g2, _ = gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	return g1, g2
+}
+
 // ingestInOrder ingests the signed events of order into a new service,
 // calling during, if set, once the first n are in; then it makes an unpark
 // pass, after which nothing may wait.
@@ -69,11 +79,8 @@ func ingestInOrderWith(t *testing.T, with func(*Config), order [][]byte, n int, 
 // thread closed, as where the events came in order.
 func TestParkedRealmKeepsItsOrder(t *testing.T) {
 	alpha := newChainWriter(t, nil, "alpha", 2, nil)
-	gamma := newChainWriter(t, nil, "gamma", 4, nil)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
-	g1, _ := gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	g2, _ := gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
-		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	g1, g2 := gammaClaim(t)
 	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
 	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
 	a3, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
@@ -114,11 +121,8 @@ func TestParkedRealmKeepsItsOrder(t *testing.T) {
 // record is as where the events came in order.
 func TestParkedRealmGoesOn(t *testing.T) {
 	alpha := newChainWriter(t, nil, "alpha", 2, nil)
-	gamma := newChainWriter(t, nil, "gamma", 4, nil)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
-	g1, _ := gamma.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	g2, _ := gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "propose", Body: "g", AuthorKind: "llm",
-		Claims: []claimData{{N: 1, Statement: "g claims"}}})
+	g1, g2 := gammaClaim(t)
 	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
 	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
 	a3, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
