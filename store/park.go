@@ -480,6 +480,45 @@ func (s *Store) scopeParked(ctx context.Context, again bool) error {
 	}
 }
 
+// retryRefused puts the parked events a projector refused back among those
+// that wait, in their parking order, so that the projectors of a new
+// version try them again: a refusal that was a projector's fault does not
+// keep an event of the log out of the projections for good. Each goes back
+// without scopes; scopeParked names them. One refused again is recorded so
+// again, and its realm's refusal hooks are told again. It works in ops of
+// scopeChunk events.
+func (s *Store) retryRefused(ctx context.Context) error {
+	for {
+		moved := 0
+		_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+			moved = 0
+			err := tx.Iterate(prefixRefused, false, func(k, v []byte) error {
+				if moved == scopeChunk {
+					return ErrStop
+				}
+				p, err := decodeParked(k, v)
+				if err != nil {
+					return err
+				}
+				tx.del(k)
+				tx.put(parkedKey(p.n), v)
+				tx.addWaiting(string(p.Realm), 1)
+				tx.parked++
+				moved++
+				return nil
+			})
+			return nil, err
+		}})
+		if err != nil {
+			return fmt.Errorf("store: retrying refused events: %w", err)
+		}
+		if moved == 0 {
+			return nil
+		}
+		s.log.Info("store: events a projector refused are tried again with the projectors of this version", "events", moved)
+	}
+}
+
 // scopeChunk is how many parked events one op of scopeParked takes.
 const scopeChunk = 2048
 
@@ -507,21 +546,23 @@ func (s *Store) unparkLoop() {
 		case <-ctx.Done():
 		}
 	}()
-	rest := unparkEvery
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.unparkWake:
 		}
-		// Commits meanwhile ask for one more pass, not one each: events
-		// parked for good (their realm blocked) cost a pass at most every
-		// rest however fast other realms' events arrive, and rest grows
-		// while passes project nothing.
-		if s.unparkPass(ctx) {
-			rest = unparkEvery
-		} else {
-			rest = min(2*rest, unparkIdle)
+		// Commits meanwhile ask for one more pass, not one each. A pass
+		// that projects nothing (events parked for good, their realm
+		// blocked, while other realms' events keep coming) is followed by
+		// a rest that keeps the passes to a share of the time: a few
+		// parked events cost a pass every few milliseconds at most, many
+		// a pass every so often, and a record that arrives is projected
+		// after about that rest, not after a fixed backoff.
+		start := time.Now()
+		rest := unparkMin
+		if !s.unparkPass(ctx) {
+			rest = unparkRest(time.Since(start))
 		}
 		select {
 		case <-s.stop:
@@ -531,11 +572,16 @@ func (s *Store) unparkLoop() {
 	}
 }
 
-// A pass over the parked events follows the one before after unparkEvery,
-// or up to unparkIdle after passes that projected nothing.
+// unparkRest is the rest after a pass over the parked events that took d
+// and projected nothing: passes then take at most 1/unparkShare of the
+// time, and follow each other no sooner than unparkMin.
+func unparkRest(d time.Duration) time.Duration {
+	return max(unparkMin, unparkShare*d)
+}
+
 const (
-	unparkEvery = 100 * time.Millisecond
-	unparkIdle  = 2 * time.Second
+	unparkMin   = 5 * time.Millisecond
+	unparkShare = 20
 )
 
 // Unpark projects, before it returns, every parked event whose records are
@@ -681,7 +727,8 @@ func (s *Store) unparkOne(ctx context.Context, p ParkedEvent) (took, stop, ok bo
 	}
 	delete(s.unparkFaults, p.n)
 	// Its records are held, and a projector refuses it: it broke a rule of
-	// the log. It stays in its chain, refused, and is not tried again.
+	// the log. It stays in its chain, refused, and is not tried again until
+	// the projectors' versions change (retryRefused).
 	s.log.Warn("store: a parked event is refused", "realm", p.Realm, "seq", p.Seq, "err", err)
 	why := err.Error()
 	_, err = s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {

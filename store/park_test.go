@@ -300,6 +300,56 @@ func TestParkedWhileAPassRuns(t *testing.T) {
 	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
 }
 
+// TestUnparkSoonAfterIdlePasses: passes that project nothing, while other
+// realms' events keep coming and a parked event still waits, do not put
+// off the pass that the record it waits for brings.
+func TestUnparkSoonAfterIdlePasses(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey, yKey := testKey(2), testKey(3), testKey(4)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	var ys [][2]string
+	for i := range 40 {
+		ys = append(ys, [2]string{"t.make", fmt.Sprintf("else-%d", i)})
+	}
+	y := realmChain(t, "y", yKey, ys...)
+	s := openParking(t, testConfig(""), needs{}, counter{})
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	// About 2 s of events that bring nothing b:1 waits for, each a pass.
+	for _, raw := range y {
+		if _, err := s.Ingest(ctx, raw, verifyWith(yKey)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p, _ := s.ParkedEvents(0); len(p) != 1 {
+		t.Fatalf("parked %+v", p)
+	}
+	start := time.Now()
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 projected", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 0 })
+	if d := time.Since(start); d > 700*time.Millisecond {
+		t.Fatalf("b:1 was projected %v after its record arrived", d)
+	}
+}
+
+func TestUnparkRest(t *testing.T) {
+	for _, c := range []struct{ pass, rest time.Duration }{
+		{0, unparkMin},
+		{100 * time.Microsecond, unparkMin},
+		{time.Millisecond, 20 * time.Millisecond},
+		{100 * time.Millisecond, 2 * time.Second},
+	} {
+		if got := unparkRest(c.pass); got != c.rest {
+			t.Errorf("after a pass of %v, rest %v, want %v", c.pass, got, c.rest)
+		}
+	}
+}
+
 // refuser refuses a "t.bad" event once the record it needs is held.
 type refuser struct{ needs }
 
@@ -708,6 +758,80 @@ func (scopedNeedsV2) ProjectionVersion() string { return "needs/2" }
 func (n scopedNeedsV2) Scopes(tx *Tx, se *StoredEvent) ([]string, error) {
 	s, err := n.scopedNeeds.Scopes(tx, se)
 	return append(s, "kind/"+se.Event.Type), err
+}
+
+// refuserV1 is refuser with a version; accepterV2, its next version,
+// projects what refuserV1 refused.
+type refuserV1 struct{ refuser }
+
+func (refuserV1) ProjectionVersion() string { return "refuser/1" }
+
+type accepterV2 struct{ needs }
+
+func (accepterV2) ProjectionVersion() string { return "refuser/2" }
+
+func (a accepterV2) Missing(tx *Tx, se *StoredEvent) error { return a.missingFor("t.bad", tx, se) }
+
+func (a accepterV2) Apply(tx *Tx, se *StoredEvent) error {
+	if se.Event.Type == "t.bad" {
+		if err := a.Missing(tx, se); err != nil {
+			return err
+		}
+		return tx.Set(join(needsPrefix, []byte("accepted")), []byte{1})
+	}
+	return a.needs.Apply(tx, se)
+}
+
+// TestRefusedTriedAfterUpgrade: a parked event a projector refused stays
+// refused while the projectors keep their versions, and is tried again,
+// and projected, by a version that accepts it.
+func TestRefusedTriedAfterUpgrade(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	dir := t.TempDir()
+	s := openParking(t, testConfig(dir), refuserV1{})
+	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 2 {
+		t.Fatalf("ingest b: %d %v", n, err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	refused := func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused }
+	waitFor(t, "b:1 refused", refused)
+	s.Close()
+
+	s = openParking(t, testConfig(dir), refuserV1{})
+	s.Unpark(ctx)
+	if !refused() {
+		t.Fatalf("the same version again: parked %+v", must(s.ParkedEvents(0)))
+	}
+	s.Close()
+
+	told := 0
+	s = openTest(t, testConfig(dir), accepterV2{})
+	s.OnRefused(func(protocol.Realm, uint64, string) { told++ })
+	if rebuilt, err := s.EnsureProjections(ctx); err != nil || !rebuilt {
+		t.Fatalf("upgrade: rebuilt %v, %v", rebuilt, err)
+	}
+	if p, err := s.ParkedEvents(0); err != nil || len(p) != 0 || told != 0 {
+		t.Fatalf("after the upgrade, parked %+v %v, told %d", p, err, told)
+	}
+	if got, want := arrival(t, s), []string{"x:1@1", "b:2@2", "b:1@3"}; !slices.Equal(got, want) {
+		t.Fatalf("projected %v, want %v", got, want)
+	}
+	err := s.View(func(tx *Tx) error { _, err := tx.Get(join(needsPrefix, []byte("accepted"))); return err })
+	if err != nil {
+		t.Fatalf("b:1's record: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestParkRescopedOnUpgrade: when the projectors' versions change, the

@@ -231,6 +231,13 @@ func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error)
 	changed := !bytes.Equal(have, want) || s.rebuildNeeded.Load()
 	defer func() {
 		if err == nil {
+			// What a projector refused, a new version may not: those
+			// events wait again, and the pass below tries them.
+			if changed {
+				if err = s.retryRefused(ctx); err != nil {
+					return
+				}
+			}
 			// What the projectors of this binary name as scopes.
 			if err = s.scopeParked(ctx, changed); err != nil {
 				return
