@@ -45,11 +45,13 @@
 //	m/schema                     → SchemaVersion (8 BE)
 //	m/seq                        → last node sequence (8 BE)
 //	m/id/<name>                  → last id handed out by Tx.NextID (8 BE)
-//	m/rebuilding                 → present while a Rebuild is incomplete
+//	m/rebuilding                 → present while a Rebuild is incomplete: the sequence it has
+//	                               replayed up to, the sequence it began at, the projector versions
 //	m/projections                → the projectors' versions the projections were made by
 //	wal/<first record, 16 hex>.wal  (files beside Badger's: the write-ahead log)
 //	x/eq/<realm>\x00<seq>‖<cid>  → raw event: both sides of an equivocation
 //	x/pk/<n 8 BE>                → a parked event: when, its place, why (park.go)
+//	x/pr/<n 8 BE>                → a parked event a projector refused: the same; waits again after a rebuild
 //	l/…                          → local-only tables (owned by realm/)
 //	p/…                          → projections (owned by projectors)
 //

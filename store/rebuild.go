@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,11 @@ import (
 // and Ingest wait until it ends. Readers meanwhile see projections part-way rebuilt. An m/rebuilding
 // marker stays set until the replay completes, so a crash or an abort (ctx,
 // Close) shows as State().Status "rebuild-needed" after the next Open.
+//
+// The marker also holds how far the replay got, written in the same
+// transaction as each chunk's projections: a rebuild cut short is taken up
+// where it stopped by the next one, if that one rebuilds for the same
+// projector versions, instead of starting again from the first event.
 func (s *Store) Rebuild(ctx context.Context) error {
 	return s.exclusive(ctx, func() error { return s.rebuild(ctx) })
 }
@@ -30,23 +36,33 @@ func (s *Store) rebuild(ctx context.Context) error {
 		return err // before the marker: nothing has been touched yet
 	}
 	projectors := s.projectorList()
+	versions := projectionVersions(projectors)
 	s.rebuilding.Store(true)
 	defer s.rebuilding.Store(false)
 	s.rebuildNeeded.Store(true)
-	if err := s.setDirect(keyRebuilding, []byte{1}); err != nil {
+	total := s.Sequence()
+	after, err := s.rebuiltUpTo(versions)
+	if err != nil {
 		return fmt.Errorf("store: rebuild: %w", err)
 	}
-	for _, p := range projectors {
-		for _, pre := range p.Prefixes() {
-			if err := s.deletePrefix(ctx, pre); err != nil {
-				return fmt.Errorf("store: rebuild: clearing %q: %w", pre, err)
+	if after > 0 {
+		s.log.Info("store: taking up a rebuild cut short", "events", after, "of", s.Sequence())
+	} else {
+		if err := s.setDirect(keyRebuilding, rebuildMark(0, total, versions)); err != nil {
+			return fmt.Errorf("store: rebuild: %w", err)
+		}
+		for _, p := range projectors {
+			for _, pre := range p.Prefixes() {
+				if err := s.deletePrefix(ctx, pre); err != nil {
+					return fmt.Errorf("store: rebuild: clearing %q: %w", pre, err)
+				}
 			}
 		}
-	}
-	// The deletes bypass the log: durable now, so that no crash keeps a
-	// later write without them.
-	if err := s.syncDirect(); err != nil {
-		return fmt.Errorf("store: rebuild: %w", err)
+		// The deletes bypass the log: durable now, so that no crash keeps
+		// a later write without them.
+		if err := s.syncDirect(); err != nil {
+			return fmt.Errorf("store: rebuild: %w", err)
+		}
 	}
 	s.c.resnap() // the replay must read the cleared projections
 	// Every exit waits for the chunks handed to the writer: the committer
@@ -67,8 +83,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 		prev, prevEvs = nil, nil
 		return nil
 	}
-	var after uint64
-	total, report := s.Sequence(), time.Now().Add(rebuildReport)
+	report := time.Now().Add(rebuildReport)
 	for {
 		if err := s.interrupted(ctx); err != nil {
 			return err
@@ -92,6 +107,9 @@ func (s *Store) rebuild(ctx context.Context) error {
 						return nil, err
 					}
 				}
+				// How far the projections are rebuilt, in the transaction
+				// that commits this event's, however the batch is split.
+				tx.put(keyRebuilding, rebuildMark(se.Sequence, total, versions))
 				return nil, nil
 			}}
 			s.c.run(ops[i])
@@ -111,8 +129,8 @@ func (s *Store) rebuild(ctx context.Context) error {
 	if err := check(); err != nil {
 		return err
 	}
-	err := s.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(keyProjection, projectionVersions(projectors)); err != nil {
+	err = s.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(keyProjection, versions); err != nil {
 			return err
 		}
 		return txn.Delete(keyRebuilding)
@@ -126,6 +144,35 @@ func (s *Store) rebuild(ctx context.Context) error {
 	s.rebuildNeeded.Store(false)
 	s.log.Info("store: rebuilt projections", "events", after, "projectors", len(projectors))
 	return nil
+}
+
+// rebuildMark is m/rebuilding's value: the sequence up to which a rebuild
+// has replayed the events, the store's sequence when it began, and the
+// projector versions it is for.
+func rebuildMark(upTo, of uint64, versions []byte) []byte {
+	return append(binary.BigEndian.AppendUint64(u64(upTo), of), versions...)
+}
+
+// rebuiltUpTo returns how far a rebuild cut short had replayed the events
+// for projectors of versions: 0 when none was, when it was for other
+// versions, when the store holds events it did not know of, or when its
+// marker predates the count.
+func (s *Store) rebuiltUpTo(versions []byte) (uint64, error) {
+	var upTo uint64
+	err := s.View(func(tx *Tx) error {
+		v, err := tx.Get(keyRebuilding)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		case len(v) < 16 || !bytes.Equal(v[16:], versions) || binary.BigEndian.Uint64(v[8:]) != s.Sequence():
+			return nil
+		}
+		upTo = min(binary.BigEndian.Uint64(v), s.Sequence())
+		return nil
+	})
+	return upTo, err
 }
 
 func (s *Store) interrupted(ctx context.Context) error {

@@ -272,3 +272,63 @@ func TestRebuildProjectorFails(t *testing.T) {
 		t.Fatalf("after the second rebuild: status %q, counted %d, want 13", st.Status, c)
 	}
 }
+
+// countingFrom is countingBy that counts the events it projects, and
+// cancels at sequence at when cancel is set.
+type countingFrom struct {
+	countingBy
+	applied *atomic.Int64
+	at      uint64
+	cancel  func()
+}
+
+func (c countingFrom) Apply(tx *Tx, ev *StoredEvent) error {
+	c.applied.Add(1)
+	if c.cancel != nil && ev.Sequence == c.at {
+		c.cancel()
+	}
+	return c.countingBy.Apply(tx, ev)
+}
+
+// TestRebuildTakenUp: a rebuild cut short is taken up where it stopped by
+// the next one for the same projector versions, and the projections end as
+// a whole rebuild makes them.
+func TestRebuildTakenUp(t *testing.T) {
+	cfg := testConfig(t.TempDir())
+	cfg.MaxBatch = 2
+	s := openTest(t, cfg, countingBy{1})
+	if _, err := s.EnsureProjections(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	submitMany(t, s, 6)
+	s.Close()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var first, second atomic.Int64
+	s = openTest(t, cfg, countingFrom{countingBy: countingBy{2}, applied: &first, at: 3, cancel: cancel})
+	if _, err := s.EnsureProjections(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first rebuild: %v", err)
+	}
+	if st := s.State(); st.Status != "rebuild-needed" || first.Load() == 6 {
+		t.Fatalf("status %q after %d events", st.Status, first.Load())
+	}
+	s.Close()
+
+	s = openTest(t, cfg, countingFrom{countingBy: countingBy{2}, applied: &second})
+	if rebuilt, err := s.EnsureProjections(context.Background()); err != nil || !rebuilt {
+		t.Fatalf("the second rebuild: %v %v", rebuilt, err)
+	}
+	if n := second.Load(); n == 0 || n+first.Load() != 6 {
+		t.Fatalf("projected %d events, then %d more, of 6", first.Load(), n)
+	}
+	if st, c := s.State(), counts(t, s); st.Status != "ok" || c["*"] != 12 || c["t.a"]+c["t.b"] != 12 {
+		t.Fatalf("status %q, counts %v", st.Status, c)
+	}
+	s.Close()
+
+	// Done: the next start finds nothing to rebuild.
+	s = openTest(t, cfg, countingFrom{countingBy: countingBy{2}, applied: &second})
+	if rebuilt, err := s.EnsureProjections(context.Background()); err != nil || rebuilt {
+		t.Fatalf("after it: %v %v", rebuilt, err)
+	}
+}
