@@ -51,7 +51,8 @@
 //	wal/<first record, 16 hex>.wal  (files beside Badger's: the write-ahead log)
 //	x/eq/<realm>\x00<seq>‖<cid>  → raw event: both sides of an equivocation
 //	x/pk/<n 8 BE>                → a parked event: when, its place, why (park.go)
-//	x/pr/<n 8 BE>                → a parked event a projector refused: the same; waits again after a rebuild
+//	x/pr/<n 8 BE>                → a parked event a projector refused: the same (retryRefused)
+//	x/prv                        → the projector versions that last tried the refused events
 //	l/…                          → local-only tables (owned by realm/)
 //	p/…                          → projections (owned by projectors)
 //

@@ -72,6 +72,7 @@ const scopeAll = "*"
 var (
 	prefixParked       = []byte("x/pk/")
 	prefixRefused      = []byte("x/pr/") // parked, its records held, and refused by a projector
+	keyRefusedTried    = []byte("x/prv") // the projector versions that last tried the refused events
 	prefixParkedScopes = []byte("x/pq/")
 	prefixScopeCount   = []byte("x/ps/")
 )
@@ -481,24 +482,49 @@ func (s *Store) scopeParked(ctx context.Context, again bool) error {
 }
 
 // retryRefused puts the parked events a projector refused back among those
-// that wait, in their parking order, so that the projectors of a new
-// version try them again: a refusal that was a projector's fault does not
-// keep an event of the log out of the projections for good. Each goes back
-// without scopes; scopeParked names them. One refused again is recorded so
-// again, and its realm's refusal hooks are told again. It works in ops of
-// scopeChunk events.
-func (s *Store) retryRefused(ctx context.Context) error {
+// that wait, in their parking order, once the projectors' versions differ
+// from those that last tried them (x/prv): a refusal that was a
+// projector's fault does not keep an event of the log out of the
+// projections for good. It works in ops of scopeChunk events and records
+// the versions in the last, so that a stop part-way leaves the rest to the
+// next start. Each goes back without scopes; scopeParked names them. One
+// refused again is recorded so again, and the refusal hooks are told again.
+//
+// An event stays refused when an event of its realm after it, already
+// projected, shares a scope with it (or when there are more such events
+// than retryScan to look at): the two do not commute, and projecting it
+// now, after that one, would end in a state no replica that projected
+// them in chain order has.
+func (s *Store) retryRefused(ctx context.Context, versions []byte) error {
+	var from []byte
 	for {
-		moved := 0
+		var next []byte
+		moved, kept := 0, 0
 		_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
-			moved = 0
-			err := tx.Iterate(prefixRefused, false, func(k, v []byte) error {
-				if moved == scopeChunk {
+			next, moved, kept = nil, 0, 0
+			if from == nil {
+				switch v, err := tx.Get(keyRefusedTried); {
+				case err == nil && bytes.Equal(v, versions):
+					return nil, nil
+				case err != nil && !errors.Is(err, ErrNotFound):
+					return nil, err
+				}
+			}
+			err := tx.iterateFrom(prefixRefused, from, func(k, v []byte) error {
+				if moved+kept == scopeChunk {
+					next = bytes.Clone(k)
 					return ErrStop
 				}
 				p, err := decodeParked(k, v)
 				if err != nil {
 					return err
+				}
+				switch ok, err := tx.commutesWithLater(p); {
+				case err != nil:
+					return err
+				case !ok:
+					kept++
+					return nil
 				}
 				tx.del(k)
 				tx.put(parkedKey(p.n), v)
@@ -507,16 +533,71 @@ func (s *Store) retryRefused(ctx context.Context) error {
 				moved++
 				return nil
 			})
+			if err == nil && next == nil {
+				tx.put(keyRefusedTried, versions)
+			}
 			return nil, err
 		}})
 		if err != nil {
 			return fmt.Errorf("store: retrying refused events: %w", err)
 		}
-		if moved == 0 {
+		if moved > 0 || kept > 0 {
+			s.log.Info("store: events a projector refused are tried again with the projectors of this version",
+				"events", moved, "kept_refused", kept)
+		}
+		if next == nil {
 			return nil
 		}
-		s.log.Info("store: events a projector refused are tried again with the projectors of this version", "events", moved)
+		from = next
 	}
+}
+
+// retryScan is how many later events of its realm retryRefused looks at
+// for one refused event.
+const retryScan = 4096
+
+// commutesWithLater reports whether the refused event p shares no scope,
+// as the projectors name them now, with any event of its realm after it
+// that is projected.
+func (tx *Tx) commutesWithLater(p ParkedEvent) (bool, error) {
+	raw, err := tx.Get(placeKey(p.place))
+	if err != nil {
+		return false, err
+	}
+	se, err := decodeEventRecord(raw)
+	if err != nil {
+		return false, err
+	}
+	mine := scopesOf(tx, tx.b.projectors, se)
+	realm := string(p.Realm)
+	head := tx.head(realm).Seq
+	if head-p.Seq > retryScan {
+		return false, nil
+	}
+	for seq := p.Seq + 1; seq <= head; seq++ {
+		later, err := tx.eventAt(eventKey(realm, seq))
+		if err != nil {
+			return false, err
+		}
+		if later.Sequence != 0 && meets(mine, scopesOf(tx, tx.b.projectors, later)) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// meets reports whether two events' scopes share one; scopeAll meets
+// every event.
+func meets(a, b []string) bool {
+	if slices.Contains(a, scopeAll) || slices.Contains(b, scopeAll) {
+		return true
+	}
+	for _, x := range a {
+		if slices.Contains(b, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // scopeChunk is how many parked events one op of scopeParked takes.
@@ -547,23 +628,34 @@ func (s *Store) unparkLoop() {
 		}
 	}()
 	for {
+		// A parked event that faulted is due again at a time of its own,
+		// whatever arrives meanwhile.
+		var due <-chan time.Time
+		var timer *time.Timer
+		if at, ok := s.faultDue(); ok {
+			timer = time.NewTimer(time.Until(at))
+			due = timer.C
+		}
 		select {
 		case <-s.stop:
 			return
 		case <-s.unparkWake:
+		case <-due:
+		}
+		if timer != nil {
+			timer.Stop()
 		}
 		// Commits meanwhile ask for one more pass, not one each. A pass
-		// that projects nothing (events parked for good, their realm
-		// blocked, while other realms' events keep coming) is followed by
-		// a rest that keeps the passes to a share of the time: a few
+		// is followed by a rest that keeps the passes to a share of the
+		// time, whether it projected anything or not (events parked for
+		// good, their realm blocked, while other realms' events keep
+		// coming; or a few projected at a time from many parked): a few
 		// parked events cost a pass every few milliseconds at most, many
 		// a pass every so often, and a record that arrives is projected
 		// after about that rest, not after a fixed backoff.
 		start := time.Now()
-		rest := unparkMin
-		if !s.unparkPass(ctx) {
-			rest = unparkRest(time.Since(start))
-		}
+		s.unparkPass(ctx)
+		rest := unparkRest(time.Since(start))
 		select {
 		case <-s.stop:
 			return
@@ -572,9 +664,24 @@ func (s *Store) unparkLoop() {
 	}
 }
 
-// unparkRest is the rest after a pass over the parked events that took d
-// and projected nothing: passes then take at most 1/unparkShare of the
-// time, and follow each other no sooner than unparkMin.
+// faultDue returns the earliest time a parked event that faulted is due to
+// be tried again, if one is still to come.
+func (s *Store) faultDue() (time.Time, bool) {
+	s.unparkMu.Lock()
+	defer s.unparkMu.Unlock()
+	var at time.Time
+	now := time.Now()
+	for _, f := range s.unparkFaults {
+		if f.until.After(now) && (at.IsZero() || f.until.Before(at)) {
+			at = f.until
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// unparkRest is the rest after a pass over the parked events that took d:
+// passes then take at most 1/unparkShare of the time, and follow each
+// other no sooner than unparkMin.
 func unparkRest(d time.Duration) time.Duration {
 	return max(unparkMin, unparkShare*d)
 }
@@ -638,6 +745,17 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 		}
 		progress := false
 		for _, run := range ready {
+			// A realm's run stops at an event that faulted and is not due
+			// again yet: what comes after it waits behind it.
+			for i, p := range run {
+				if f, ok := s.unparkFaults[p.n]; ok && time.Now().Before(f.until) {
+					run = run[:i]
+					break
+				}
+			}
+			if len(run) == 0 {
+				continue
+			}
 			n, ok := s.unparkChunks(ctx, run)
 			progress = progress || n > 0
 			if !ok {
@@ -650,6 +768,21 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 		projected = true
 	}
 }
+
+// unparkFault is the fault a parked event last met, and when it is due to
+// be tried again.
+type unparkFault struct {
+	why   string
+	wait  time.Duration
+	until time.Time
+}
+
+// A parked event that faults is tried again after unparkFaultFirst, then
+// after twice as long each time the fault repeats, up to unparkFaultMax.
+const (
+	unparkFaultFirst = 100 * time.Millisecond
+	unparkFaultMax   = 30 * time.Second
+)
 
 // unparkChunk is how many parked events one op projects at most.
 const unparkChunk = 256
@@ -712,17 +845,22 @@ func (s *Store) unparkOne(ctx context.Context, p ParkedEvent) (took, stop, ok bo
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrFailed), ctx.Err() != nil:
 		return false, true, false
 	case !IsRefusal(err):
-		// A fault, not the event's: it stays parked, tried again, and said
-		// again only when it changes.
-		if why := err.Error(); s.unparkFaults[p.n] != why {
-			if s.unparkFaults == nil {
-				s.unparkFaults = map[uint64]string{}
-			}
-			s.unparkFaults[p.n] = why
-			s.log.Warn("store: projecting a parked event; it stays parked and is tried again after each pass", "realm", p.Realm, "seq", p.Seq, "err", err)
+		// A fault, not the event's: it stays parked, is tried again after
+		// a wait that grows while the fault repeats, and is said again only
+		// when the fault changes.
+		if s.unparkFaults == nil {
+			s.unparkFaults = map[uint64]unparkFault{}
+		}
+		f := s.unparkFaults[p.n]
+		if why := err.Error(); f.why != why {
+			f.why = why
+			s.log.Warn("store: projecting a parked event; it stays parked and is tried again", "realm", p.Realm, "seq", p.Seq, "err", err)
 		} else {
 			s.log.Debug("store: projecting a parked event, again", "realm", p.Realm, "seq", p.Seq, "err", err)
 		}
+		f.wait = min(max(2*f.wait, unparkFaultFirst), unparkFaultMax)
+		f.until = time.Now().Add(f.wait)
+		s.unparkFaults[p.n] = f
 		return false, true, true
 	}
 	delete(s.unparkFaults, p.n)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
 
 	"relay/protocol"
@@ -347,6 +348,60 @@ func TestUnparkRest(t *testing.T) {
 		if got := unparkRest(c.pass); got != c.rest {
 			t.Errorf("after a pass of %v, rest %v, want %v", c.pass, got, c.rest)
 		}
+	}
+}
+
+// faulty projects t.need with a fault (not a refusal) once its record is held.
+type faulty struct {
+	needs
+	tries *atomic.Int64
+}
+
+func (f faulty) Apply(tx *Tx, se *StoredEvent) error {
+	if se.Event.Type == "t.need" {
+		if err := f.Missing(tx, se); err != nil {
+			return err
+		}
+		f.tries.Add(1)
+		return fmt.Errorf("%w: a fault", errFault)
+	}
+	return f.needs.Apply(tx, se)
+}
+
+// TestUnparkFaultBacksOff: a parked event whose projection keeps faulting
+// is tried again after a growing wait, not on every pass that other
+// realms' events bring.
+func TestUnparkFaultBacksOff(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey, yKey := testKey(2), testKey(3), testKey(4)
+	b := realmChain(t, "b", bKey, [2]string{"t.need", "thing"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	var ys [][2]string
+	for i := range 4000 {
+		ys = append(ys, [2]string{"t.make", fmt.Sprintf("e%d", i)})
+	}
+	y := realmChain(t, "y", yKey, ys...)
+	var tries atomic.Int64
+	s := openParking(t, testConfig(t.TempDir()), faulty{tries: &tries})
+	if _, err := s.Ingest(ctx, b[0], verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	tries.Store(0)
+	start, n := time.Now(), 0
+	for time.Since(start) < 2*time.Second && n < len(y) {
+		if _, err := s.Ingest(ctx, y[n], verifyWith(yKey)); err != nil {
+			t.Fatal(err)
+		}
+		n++
+	}
+	// Due after 0.1, 0.2, 0.4 and 0.8 s: about 4 times in 2 s, each try
+	// an op of the chunk and one of the event alone.
+	if got := tries.Load(); got > 12 {
+		t.Fatalf("%d events of y in %v; the faulty parked event was tried %d times", n, time.Since(start), got)
 	}
 }
 
@@ -772,6 +827,12 @@ func (accepterV2) ProjectionVersion() string { return "refuser/2" }
 
 func (a accepterV2) Missing(tx *Tx, se *StoredEvent) error { return a.missingFor("t.bad", tx, se) }
 
+// Scopes names the record an event's body names.
+func (a accepterV2) Scopes(tx *Tx, se *StoredEvent) ([]string, error) {
+	k, err := a.record(se)
+	return []string{string(k)}, err
+}
+
 func (a accepterV2) Apply(tx *Tx, se *StoredEvent) error {
 	if se.Event.Type == "t.bad" {
 		if err := a.Missing(tx, se); err != nil {
@@ -824,6 +885,144 @@ func TestRefusedTriedAfterUpgrade(t *testing.T) {
 	err := s.View(func(tx *Tx) error { _, err := tx.Get(join(needsPrefix, []byte("accepted"))); return err })
 	if err != nil {
 		t.Fatalf("b:1's record: %v", err)
+	}
+}
+
+// TestRefusedRetryAfterAStop: a start that stops after the rebuild, before
+// the refused events were tried again, leaves them to the next start of
+// the same version.
+func TestRefusedRetryAfterAStop(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	dir := t.TempDir()
+	s := openParking(t, testConfig(dir), refuserV1{})
+	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 refused", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused })
+	s.Close()
+
+	s = openTest(t, testConfig(dir), accepterV2{})
+	s.beforeCommit = func() error {
+		return s.db.View(func(txn *badger.Txn) error {
+			if _, err := txn.Get(keyRebuilding); errors.Is(err, badger.ErrKeyNotFound) {
+				return errors.New("stopped right after the rebuild")
+			}
+			return nil
+		})
+	}
+	if _, err := s.EnsureProjections(ctx); err == nil {
+		t.Fatal("the stop did not happen")
+	}
+	s.Close()
+
+	s = openParking(t, testConfig(dir), accepterV2{})
+	if p, err := s.ParkedEvents(0); err != nil || len(p) != 0 {
+		t.Fatalf("after the next start, parked %+v %v", p, err)
+	}
+}
+
+// lastWins1 and lastWins2 add to refuserV1 and accepterV2 a record that
+// every event of a realm overwrites (as a realm's profile, or a thread's
+// title): two events of a realm do not commute, and lastWins2 says so.
+type (
+	lastWins1 struct{ refuserV1 }
+	lastWins2 struct{ accepterV2 }
+)
+
+func lastKey(se *StoredEvent) []byte {
+	return join(needsPrefix, []byte("last/"), []byte(se.Event.Realm))
+}
+
+func setLast(tx *Tx, se *StoredEvent) error {
+	k, err := needs{}.record(se)
+	if err != nil {
+		return err
+	}
+	return tx.Set(lastKey(se), k)
+}
+
+func (l lastWins1) Apply(tx *Tx, se *StoredEvent) error {
+	if err := l.refuserV1.Apply(tx, se); err != nil {
+		return err
+	}
+	return setLast(tx, se)
+}
+
+func (l lastWins2) Apply(tx *Tx, se *StoredEvent) error {
+	if err := l.accepterV2.Apply(tx, se); err != nil {
+		return err
+	}
+	return setLast(tx, se)
+}
+
+func (l lastWins2) Scopes(tx *Tx, se *StoredEvent) ([]string, error) {
+	sc, err := l.accepterV2.Scopes(tx, se)
+	return append(sc, string(lastKey(se))), err
+}
+
+// TestRefusedKeptBeforeLaterEvents: a refused event that shares a scope
+// with a later event of its realm, projected since, stays refused after
+// the upgrade: projected now, after it, it would leave the node in a state
+// that a node of the new version, projecting the chain in order, never
+// reaches.
+func TestRefusedKeptBeforeLaterEvents(t *testing.T) {
+	ctx := context.Background()
+	bKey, xKey := testKey(2), testKey(3)
+	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
+	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	dir := t.TempDir()
+	s := openParking(t, testConfig(dir), lastWins1{})
+	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b:1 refused", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused })
+	s.Close()
+
+	s = openParking(t, testConfig(dir), lastWins2{})
+	if p, err := s.ParkedEvents(0); err != nil || len(p) != 1 || !p[0].Refused {
+		t.Fatalf("after the upgrade, parked %+v %v", p, err)
+	}
+	fresh := openParking(t, testConfig(""), lastWins2{})
+	if _, err := fresh.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fresh.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
+		t.Fatal(err)
+	}
+	last := func(s *Store) (v []byte) {
+		if err := s.View(func(tx *Tx) (err error) { v, err = tx.Get(join(needsPrefix, []byte("last/b"))); return }); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if got, want := last(s), last(fresh); !bytes.Equal(got, want) {
+		t.Fatalf("b's last record %q, a node of the new version %q", got, want)
+	}
+}
+
+func TestMeets(t *testing.T) {
+	for _, c := range []struct {
+		a, b []string
+		want bool
+	}{
+		{nil, nil, false},
+		{[]string{"x"}, []string{"y"}, false},
+		{[]string{"x", "y"}, []string{"y"}, true},
+		{[]string{scopeAll}, nil, true},
+		{nil, []string{scopeAll}, true},
+	} {
+		if got := meets(c.a, c.b); got != c.want {
+			t.Errorf("meets(%q, %q) = %v", c.a, c.b, got)
+		}
 	}
 }
 

@@ -100,6 +100,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 			break
 		}
 		ops := make([]*op, len(evs))
+		failed := false
 		for i, se := range evs {
 			ops[i] = &op{done: make(chan opResult, 1), run: func(tx *Tx) (*StoredEvent, error) {
 				for _, p := range projectors {
@@ -113,6 +114,12 @@ func (s *Store) rebuild(ctx context.Context) error {
 				return nil, nil
 			}}
 			s.c.run(ops[i])
+			if ops[i].res.err != nil {
+				// No later event may be replayed: its mark would record
+				// this one as rebuilt, and a rebuild taken up would skip it.
+				ops, evs, failed = ops[:i+1], evs[:i+1], true
+				break
+			}
 		}
 		// The writer takes a batch only when idle, so once it has this
 		// chunk the one before is committed and acked. A failure found
@@ -123,6 +130,10 @@ func (s *Store) rebuild(ctx context.Context) error {
 			return err
 		}
 		prev, prevEvs = ops, evs
+		if failed {
+			s.c.drain()
+			return check()
+		}
 		after = evs[len(evs)-1].Sequence
 	}
 	s.c.drain()
@@ -280,10 +291,8 @@ func (s *Store) EnsureProjections(ctx context.Context) (rebuilt bool, err error)
 		if err == nil {
 			// What a projector refused, a new version may not: those
 			// events wait again, and the pass below tries them.
-			if changed {
-				if err = s.retryRefused(ctx); err != nil {
-					return
-				}
+			if err = s.retryRefused(ctx, want); err != nil {
+				return
 			}
 			// What the projectors of this binary name as scopes.
 			if err = s.scopeParked(ctx, changed); err != nil {

@@ -332,3 +332,43 @@ func TestRebuildTakenUp(t *testing.T) {
 		t.Fatalf("after it: %v %v", rebuilt, err)
 	}
 }
+
+// failingV is failingAt with a version.
+type failingV struct {
+	failingAt
+	v string
+}
+
+func (f failingV) ProjectionVersion() string { return f.v }
+
+// TestRebuildTakenUpAtAFailure: a rebuild stopped by an event that
+// fails to project (a transient fault here) must not be taken up past that
+// event by the next start of the same binary.
+func TestRebuildTakenUpAtAFailure(t *testing.T) {
+	ctx := context.Background()
+	cfg := testConfig(t.TempDir())
+	cfg.MaxBatch = 2
+	armed := new(atomic.Bool)
+	s := openTest(t, cfg, failingV{failingAt{seq: 7, armed: armed}, "f/1"})
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	submitMany(t, s, 12)
+	s.Close()
+
+	armed.Store(true)
+	s = openTest(t, cfg, failingV{failingAt{seq: 7, armed: armed}, "f/2"})
+	if _, err := s.EnsureProjections(ctx); err == nil || !strings.Contains(err.Error(), "event 7") {
+		t.Fatalf("first start of f/2: %v", err)
+	}
+	s.Close()
+
+	armed.Store(false) // the fault is gone; the same binary starts again
+	s = openTest(t, cfg, failingV{failingAt{seq: 7, armed: armed}, "f/2"})
+	if _, err := s.EnsureProjections(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, c := s.State(), counts(t, s)["*"]; st.Status != "ok" || c != 12 {
+		t.Fatalf("after the resumed rebuild: status %q, counted %d of 12 events", st.Status, c)
+	}
+}

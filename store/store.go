@@ -128,10 +128,10 @@ type Store struct {
 	unparkWake    chan struct{} // buffered 1: a pass is due
 	unparkDone    chan struct{}
 	unparkMu      sync.Mutex // one pass at a time
-	// unparkFaults is the fault last logged for each parked event, by its
-	// parking number (under unparkMu): a fault that repeats on every pass
-	// is logged once at warning level, not every few seconds.
-	unparkFaults  map[uint64]string
+	// unparkFaults is the fault last met by each parked event, by its
+	// parking number (under unparkMu): a fault that repeats is logged once
+	// at warning level, and the event is tried again after a growing wait.
+	unparkFaults  map[uint64]unparkFault
 	panicsMu      sync.Mutex
 	panicsNoted   map[string]struct{} // panics of retried ops logged with their stack
 	waitingAtOpen map[string]int      // x/pk/ by realm, for the committer's count
