@@ -464,13 +464,37 @@ func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine pro
 // refusedParked quarantines the realm of an event parked for a record it
 // referred to and refused once that came: the realm broke a rule of the
 // log, as if the event had been refused on arrival. It is noted, so that
-// a quarantine the operator lifts is not laid again at the next start.
+// a quarantine the operator lifts is not laid again at the next start, nor
+// when the store tries the event again after an upgrade and it is refused
+// again.
 func (s *Service) refusedParked(realm protocol.Realm, seq uint64, why string) {
+	k := fkey(pfxRefused, string(realm), strconv.FormatUint(seq, 10))
+	switch noted, err := s.refusalNoted(k); {
+	case err != nil:
+		s.log.Warn("federation: read a refused event's note", "realm", realm, "seq", seq, "err", err)
+	case noted:
+		s.log.Info("federation: an event refused before is refused again", "realm", realm, "seq", seq, "why", why)
+		return
+	}
 	s.stats.refused("rule")
 	s.quarantine(realm, fmt.Sprintf("event %d: %s", seq, why))
-	if err := putLocal(s.ctx, s.st, fkey(pfxRefused, string(realm), strconv.FormatUint(seq, 10)), []byte{}); err != nil {
+	if err := putLocal(s.ctx, s.st, k, []byte{}); err != nil {
 		s.log.Warn("federation: note a refused event", "realm", realm, "seq", seq, "err", err)
 	}
+}
+
+// refusalNoted reports whether a refused event's note, under k, is kept.
+func (s *Service) refusalNoted(k []byte) (bool, error) {
+	noted := false
+	err := s.st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(k)
+		noted = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	return noted, err
 }
 
 // refusedWhileAway quarantines for the parked events refused while the
@@ -484,20 +508,10 @@ func (s *Service) refusedWhileAway() error {
 		if !p.Refused {
 			continue
 		}
-		k := fkey(pfxRefused, string(p.Realm), strconv.FormatUint(p.Seq, 10))
-		noted := false
-		err := s.st.View(func(tx *store.Tx) error {
-			_, err := tx.Get(k)
-			noted = err == nil
-			if errors.Is(err, store.ErrNotFound) {
-				return nil
-			}
+		switch noted, err := s.refusalNoted(fkey(pfxRefused, string(p.Realm), strconv.FormatUint(p.Seq, 10))); {
+		case err != nil:
 			return err
-		})
-		if err != nil {
-			return err
-		}
-		if !noted {
+		case !noted:
 			s.refusedParked(p.Realm, p.Seq, p.Why)
 		}
 	}
