@@ -36,9 +36,15 @@ import (
 //   - S256 only; a request without a challenge, or with plain, is refused.
 //   - Redirect URIs are compared exactly with the registered ones, and only
 //     https or http on a loopback host may be registered.
-//   - /oauth/authorize redirects at once, without consent: the grant is the
-//     client's own corpus identity, created on its first authorization (so
-//     an authorization a third party provokes gains nobody anything).
+//   - /oauth/authorize redirects at once, without consent, so anyone who
+//     knows a client's id and redirect URI can start an authorization and
+//     read its code off the redirect. A public client (auth method none)
+//     proves nothing more at the token endpoint, so each of its
+//     authorizations is a grant with a corpus identity of its own, which
+//     the grant's refresh tokens keep: such an authorization gains nobody
+//     another's identity. A confidential client proves its secret: its
+//     grants share the client's identity, created on its first
+//     authorization.
 //   - Codes are single use and live 60 s; presenting one consumes it, and
 //     presenting a consumed one revokes the tokens issued with it.
 //   - The RFC 8707 resource is the node's /mcp URL, bound to every code and
@@ -251,8 +257,9 @@ type oauthClient struct {
 	GrantTypes   []string  `json:"grant_types"`
 	Name         string    `json:"client_name,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
-	// Agent is the corpus registration the client's grants act as: made on
-	// its first authorization, 0 until then.
+	// Agent is the corpus registration a confidential client's grants act
+	// as: made on its first authorization, 0 until then (and for a public
+	// client, whose grants each have their own).
 	Agent uint64 `json:"agent,omitempty"`
 }
 
@@ -472,9 +479,14 @@ func (o *oauthServer) client(id string) (*oauthClient, error) {
 
 var errGrantBound = errors.New("oauth: client already has its agent")
 
-// grantAgent is the corpus registration of the client's grants, created
-// with the client's first authorization in one transaction.
+// grantAgent is the corpus registration an authorization of c acts as: a
+// new one for each of a public client's, and for a confidential client's
+// the client's own, created with its first authorization in one
+// transaction.
 func (o *oauthServer) grantAgent(ctx context.Context, c *oauthClient) (uint64, error) {
+	if c.AuthMethod == "none" {
+		return o.n.corpus.RegisterGrant(ctx, nil)
+	}
 	if c.Agent != 0 {
 		return c.Agent, nil
 	}

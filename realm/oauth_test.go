@@ -498,15 +498,20 @@ func TestOAuthExpiry(t *testing.T) {
 	}
 }
 
-// TestOAuthGrantIdentity: a client's grants act as one corpus identity,
-// created on its first authorization and onboarded; another client gets
-// another.
+// TestOAuthGrantIdentity: a confidential client's grants act as one corpus
+// identity, created on its first authorization; another client gets
+// another. Each grant of a public client has an identity of its own, which
+// its refresh keeps: anyone who knows a public client's id can run an
+// authorization of it and read the code off the redirect, and so gains only
+// a new identity.
 func TestOAuthGrantIdentity(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	base := tn.srv.URL
 	_, agents := tn.do(t, "GET", "/agents", "", nil)
 	before := agents["total"].(float64)
-	c := newOAuthClient(t, base, nil)
+	confidential := map[string]any{"redirect_uris": []string{"http://127.0.0.1:53682/callback"}, "token_endpoint_auth_method": "client_secret_basic",
+		"grant_types": []string{"authorization_code", "refresh_token"}}
+	c := newOAuthClient(t, base, confidential)
 	if _, agents = tn.do(t, "GET", "/agents", "", nil); agents["total"].(float64) != before {
 		t.Fatal("registering an OAuth client made a corpus identity")
 	}
@@ -515,10 +520,21 @@ func TestOAuthGrantIdentity(t *testing.T) {
 	if _, agents = tn.do(t, "GET", "/agents", "", nil); agents["total"].(float64) != before+1 {
 		t.Fatalf("two grants of one client: %v agents, want %v", agents["total"], before+1)
 	}
-	b1 := newOAuthClient(t, base, nil).grant(t, "toastmachine:write")["access_token"].(string)
+	b1 := newOAuthClient(t, base, confidential).grant(t, "toastmachine:write")["access_token"].(string)
 	author := func(tok string) string { return verifyToken(t, tn, tok).UserID }
 	if author(a1) != author(a2) || author(a1) == author(b1) {
 		t.Fatalf("identities: %s %s %s", author(a1), author(a2), author(b1))
+	}
+
+	public := newOAuthClient(t, base, nil)
+	p1 := public.grant(t, "toastmachine:write")
+	p2 := public.grant(t, "toastmachine:write")
+	if author(p1["access_token"].(string)) == author(p2["access_token"].(string)) {
+		t.Fatal("two grants of a public client act as one identity")
+	}
+	status, _, refreshed := public.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {p1["refresh_token"].(string)}})
+	if status != 200 || author(refreshed["access_token"].(string)) != author(p1["access_token"].(string)) {
+		t.Fatalf("refreshed: %d %v", status, refreshed)
 	}
 }
 
