@@ -46,12 +46,15 @@ import (
 //     grants share the client's identity, created on its first
 //     authorization.
 //   - Codes are single use and live 60 s; presenting one consumes it, and
-//     presenting a consumed one revokes the tokens issued with it.
+//     presenting a consumed one revokes every token of its grant: those
+//     issued with it and those refreshed from them.
 //   - The RFC 8707 resource is the node's /mcp URL, bound to every code and
 //     token; /mcp accepts a token only for its own URL (audience), and only
 //     its own tokens: an agent_id or a Parley token is refused there, and
 //     these tokens open nothing else. Nothing is passed through.
-//   - Access tokens live an hour; refresh tokens rotate on use.
+//   - Access tokens live an hour; refresh tokens rotate on use, and one
+//     presented again after its rotation (the client and someone else
+//     both hold it) revokes every token of its grant.
 //   - Clients, codes and tokens are local tables of the store, secrets as
 //     SHA-256 hashes compared in constant time:
 //
@@ -92,6 +95,7 @@ var (
 	pfxOAuthCode    = []byte("l/oauth/code/")
 	pfxOAuthAccess  = []byte("l/oauth/access/")
 	pfxOAuthRefresh = []byte("l/oauth/refresh/")
+	pfxOAuthGrant   = []byte("l/oauth/grant/")
 )
 
 // standardScopes are tolerated in a request but grant nothing here.
@@ -286,6 +290,19 @@ type oauthToken struct {
 	Scopes   []string  `json:"scopes"`
 	Resource string    `json:"resource"`
 	Expires  time.Time `json:"expires"`
+	// Grant is the authorization the token descends from (its code's id):
+	// the family a replayed code or a reused refresh token revokes.
+	Grant string `json:"grant,omitempty"`
+	// Rotated marks a refresh token already exchanged: kept until it
+	// expires, so that its reuse is seen.
+	Rotated bool `json:"rotated,omitempty"`
+}
+
+// oauthGrant is the family of tokens one authorization led to: the keys of
+// those that may still be live.
+type oauthGrant struct {
+	Keys    []string  `json:"keys"`
+	Expires time.Time `json:"expires"`
 }
 
 func getRecord(tx *store.Tx, key []byte, v any) (bool, error) {
@@ -643,7 +660,10 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 				}
 			}
 			code.Issued = nil
-			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The code was already used; the tokens issued with it are revoked.")
+			if err := revokeGrant(tx, id); err != nil {
+				return nil, err
+			}
+			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The code was already used; the tokens issued with it, and those refreshed from them, are revoked.")
 			return nil, putRecord(tx, key, code)
 		}
 		code.Used = true
@@ -665,7 +685,7 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 		if e != nil {
 			return nil, nil
 		}
-		resp, code.Issued, err = o.issue(tx, c, code.Agent, code.Scopes, code.Resource, now)
+		resp, err = o.issue(tx, c, id, code.Agent, code.Scopes, code.Resource, now)
 		if err != nil {
 			return nil, err
 		}
@@ -715,6 +735,14 @@ func (o *oauthServer) refresh(r *http.Request, c *oauthClient, form url.Values) 
 			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The refresh token is not valid.")
 			return nil, nil
 		}
+		if rt.Grant == "" {
+			rt.Grant = id // issued before grants were recorded: a family of its own
+		}
+		if rt.Rotated {
+			// Exchanged before: the client and someone else both hold it.
+			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The refresh token was already used; every token of its grant is revoked. Authorize again.")
+			return nil, revokeGrant(tx, rt.Grant)
+		}
 		if now.After(rt.Expires) {
 			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The refresh token expired; authorize again.")
 			return nil, tx.Delete(key)
@@ -738,10 +766,11 @@ func (o *oauthServer) refresh(r *http.Request, c *oauthClient, form url.Values) 
 			e = oauthErr(http.StatusBadRequest, "invalid_target", "The grant is bound to resource %s.", rt.Resource)
 			return nil, nil
 		}
-		if err := tx.Delete(key); err != nil {
+		rt.Rotated = true
+		if err := putRecord(tx, key, rt); err != nil {
 			return nil, err
 		}
-		resp, _, err = o.issue(tx, c, rt.Agent, scopes, rt.Resource, now)
+		resp, err = o.issue(tx, c, rt.Grant, rt.Agent, scopes, rt.Resource, now)
 		return nil, err
 	})
 	if err != nil {
@@ -752,13 +781,13 @@ func (o *oauthServer) refresh(r *http.Request, c *oauthClient, form url.Values) 
 }
 
 // issue stores an access token, and a refresh token when the client
-// registered that grant, and returns their keys.
-func (o *oauthServer) issue(tx *store.Tx, c *oauthClient, agent uint64, scopes []string, resource string, now time.Time) (*tokenResponse, []string, error) {
+// registered that grant, as tokens of grant, and adds them to its family.
+func (o *oauthServer) issue(tx *store.Tx, c *oauthClient, grant string, agent uint64, scopes []string, resource string, now time.Time) (*tokenResponse, error) {
 	access, aid, ahash := newSecret(prefixAccess)
 	akey := oauthKey(pfxOAuthAccess, aid)
-	rec := oauthToken{Hash: ahash, ClientID: c.ID, Agent: agent, Scopes: scopes, Resource: resource, Expires: now.Add(o.accessTTL)}
+	rec := oauthToken{Hash: ahash, ClientID: c.ID, Agent: agent, Scopes: scopes, Resource: resource, Expires: now.Add(o.accessTTL), Grant: grant}
 	if err := putRecord(tx, akey, rec); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	resp := &tokenResponse{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(o.accessTTL / time.Second), Scope: strings.Join(scopes, " ")}
 	keys := []string{string(akey)}
@@ -767,12 +796,51 @@ func (o *oauthServer) issue(tx *store.Tx, c *oauthClient, agent uint64, scopes [
 		rkey := oauthKey(pfxOAuthRefresh, rid)
 		rec.Hash, rec.Expires = rhash, now.Add(o.refreshTTL)
 		if err := putRecord(tx, rkey, rec); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		resp.RefreshToken = refresh
 		keys = append(keys, string(rkey))
 	}
-	return resp, keys, nil
+	return resp, addToGrant(tx, grant, keys, rec.Expires)
+}
+
+// addToGrant adds the keys of tokens that live until expires to grant's
+// family, and forgets those of its tokens that are gone (expired and swept).
+func addToGrant(tx *store.Tx, grant string, keys []string, expires time.Time) error {
+	gkey := oauthKey(pfxOAuthGrant, grant)
+	var g oauthGrant
+	if _, err := getRecord(tx, gkey, &g); err != nil {
+		return err
+	}
+	live := g.Keys[:0]
+	for _, k := range g.Keys {
+		switch _, err := tx.Get([]byte(k)); {
+		case err == nil:
+			live = append(live, k)
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+	}
+	g.Keys = append(live, keys...)
+	if expires.After(g.Expires) {
+		g.Expires = expires
+	}
+	return putRecord(tx, gkey, g)
+}
+
+// revokeGrant deletes every token of grant's family, and the family.
+func revokeGrant(tx *store.Tx, grant string) error {
+	gkey := oauthKey(pfxOAuthGrant, grant)
+	var g oauthGrant
+	if _, err := getRecord(tx, gkey, &g); err != nil {
+		return err
+	}
+	for _, k := range g.Keys {
+		if err := tx.Delete([]byte(k)); err != nil {
+			return err
+		}
+	}
+	return tx.Delete(gkey)
 }
 
 // sweep deletes expired codes and tokens, at most every oauthSweepEvery.
@@ -800,7 +868,7 @@ func (o *oauthServer) sweep(ctx context.Context) {
 		if err := tx.Iterate(pfxOAuthCode, false, expired(o.accessTTL)); err != nil {
 			return nil, err
 		}
-		for _, pfx := range [][]byte{pfxOAuthAccess, pfxOAuthRefresh} {
+		for _, pfx := range [][]byte{pfxOAuthAccess, pfxOAuthRefresh, pfxOAuthGrant} {
 			if err := tx.Iterate(pfx, false, expired(0)); err != nil {
 				return nil, err
 			}

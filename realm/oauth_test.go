@@ -366,19 +366,48 @@ func TestOAuthAuthorizationCode(t *testing.T) {
 		t.Fatalf("a token of a replayed code still works: %d", resp.StatusCode)
 	}
 
-	// Refresh rotates; the old refresh token is then refused.
+	// Refresh rotates; a scope wider than the grant's is refused.
+	refresh := func(rt string) (int, map[string]any) {
+		status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+		return status, out
+	}
+	revoked := func(what string, tok map[string]any) {
+		t.Helper()
+		if resp, _ := mcpCall(t, base, "", tok["access_token"].(string), `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 401 {
+			t.Fatalf("%s: its access token still works: %d", what, resp.StatusCode)
+		}
+		if status, out := refresh(tok["refresh_token"].(string)); status != 400 || out["error"] != "invalid_grant" {
+			t.Fatalf("%s: its refresh token still works: %d %v", what, status, out)
+		}
+	}
 	tok = c.grant(t, "toastmachine:read")
-	status, _, fresh := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}})
+	status, fresh := refresh(tok["refresh_token"].(string))
 	if status != 200 || fresh["access_token"] == nil || fresh["refresh_token"] == tok["refresh_token"] || fresh["scope"] != "toastmachine:read" {
 		t.Fatalf("refresh: %d %v", status, fresh)
-	}
-	if status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}); status != 400 || out["error"] != "invalid_grant" {
-		t.Fatalf("rotated refresh token: %d %v", status, out)
 	}
 	if status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {fresh["refresh_token"].(string)},
 		"scope": {"toastmachine:write"}}); status != 400 || out["error"] != "invalid_scope" {
 		t.Fatalf("refresh widening the scope: %d %v", status, out)
 	}
+	// The rotated refresh token again: refused, and, since the client and
+	// someone else both hold it, every token of its grant is revoked.
+	if status, out := refresh(tok["refresh_token"].(string)); status != 400 || out["error"] != "invalid_grant" {
+		t.Fatalf("rotated refresh token: %d %v", status, out)
+	}
+	revoked("a grant whose rotated refresh token came back", fresh)
+	// A code replayed after a refresh revokes what the refresh issued too.
+	code = c.code(t, challenge, "toastmachine:read")
+	status, first := c.exchange(t, code, verifier)
+	if status != 200 {
+		t.Fatalf("token: %d %v", status, first)
+	}
+	if status, fresh = refresh(first["refresh_token"].(string)); status != 200 {
+		t.Fatalf("refresh: %d %v", status, fresh)
+	}
+	if status, out := c.exchange(t, code, verifier); status != 400 || out["error"] != "invalid_grant" {
+		t.Fatalf("code reuse: %d %v", status, out)
+	}
+	revoked("a grant whose code was replayed", fresh)
 	if status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"password"}}); status != 400 || out["error"] != "unsupported_grant_type" {
 		t.Fatalf("password grant: %d %v", status, out)
 	}
