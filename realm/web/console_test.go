@@ -305,6 +305,8 @@ func TestPasswordLogin(t *testing.T) {
 	n := startNode(t, nil)
 	b := n.browser(t)
 	csrf := b.login(n.operator)
+	other := n.browser(t)
+	other.login(n.operator)
 	pw := "a long enough passphrase"
 	// The current credential is asked again.
 	b.post("/console/settings/password", url.Values{"csrf": {csrf}, "current": {"wrong"}, "password": {pw}, "again": {pw}})
@@ -316,6 +318,13 @@ func TestPasswordLogin(t *testing.T) {
 	}
 	if s := b.get("/console/settings"); !strings.Contains(s.body, "The password is set") {
 		t.Fatal("no confirmation of the password")
+	}
+	// Every other session ended with the change; this browser's goes on.
+	if p := other.get("/console/settings"); p.status != http.StatusSeeOther || !strings.HasPrefix(p.header.Get("Location"), "/console/login") {
+		t.Fatalf("another session after the password changed: %d %v", p.status, p.header)
+	}
+	if p := b.get("/console/settings"); p.status != http.StatusOK {
+		t.Fatalf("the session that changed the password: %d", p.status)
 	}
 	fresh := n.browser(t)
 	fresh.login(pw)

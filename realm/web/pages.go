@@ -461,9 +461,16 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, s *visit)
 // session left open cannot change how one logs in.
 func (c *Console) setPassword(w http.ResponseWriter, r *http.Request, s *visit) {
 	cur, pw, again := r.PostForm.Get("current"), r.PostForm.Get("password"), r.PostForm.Get("again")
+	via := ""
+	switch {
+	case c.cfg.CheckSecret(strings.TrimSpace(cur)):
+		via = session.ViaSecret
+	case c.cfg.Sessions.CheckPassword(cur):
+		via = session.ViaPassword
+	}
 	var f flash
 	switch {
-	case !c.cfg.CheckSecret(strings.TrimSpace(cur)) && !c.cfg.Sessions.CheckPassword(cur):
+	case via == "":
 		f = flash{Reason: string(protocol.ReasonForbidden), Text: "The current credential is neither the operator secret nor the password."}
 	case pw != again:
 		f = flash{Reason: string(protocol.ReasonInvalidBody), Text: "The two new passwords differ."}
@@ -471,9 +478,23 @@ func (c *Console) setPassword(w http.ResponseWriter, r *http.Request, s *visit) 
 		if err := c.cfg.Sessions.SetPassword(r.Context(), pw); err != nil {
 			ref := c.refusal(err)
 			f = flash{Reason: string(ref.Reason), Text: ref.Message}
-		} else {
-			f = flash{OK: true, Text: "The password is set: it logs in to this console as the operator secret does."}
+			break
 		}
+		// A session opened with the old password, or by whoever learned
+		// it, ends with it: every session ends, and this browser gets a
+		// new one.
+		if err := c.cfg.Sessions.EndAll(r.Context()); err != nil {
+			c.fail(w, r, s, 0, err)
+			return
+		}
+		cookie, _, err := c.cfg.Sessions.Create(r.Context(), via)
+		if err != nil {
+			c.fail(w, r, s, 0, err)
+			return
+		}
+		c.setCookie(w, r, session.CookieName, cookie, "/", 0)
+		c.log.Info("console: password set; every other session ended", "addr", r.RemoteAddr)
+		f = flash{OK: true, Text: "The password is set: it logs in to this console as the operator secret does. Every other session has ended."}
 	}
 	c.setFlash(w, r, f)
 	http.Redirect(w, r, "/console/settings", http.StatusSeeOther)
