@@ -843,27 +843,36 @@ func (a accepterV2) Apply(tx *Tx, se *StoredEvent) error {
 	return a.needs.Apply(tx, se)
 }
 
-// TestRefusedTriedAfterUpgrade: a parked event a projector refused stays
-// refused while the projectors keep their versions, and is tried again,
-// and projected, by a version that accepts it.
-func TestRefusedTriedAfterUpgrade(t *testing.T) {
+// refusedIn makes a store in dir whose projector p refused b:1 ("t.bad"
+// needing x's "thing") once x:1 came, b:2 ("t.make" of "mine") projected
+// after it, and closes it; it returns b's and x's chains.
+func refusedIn(t *testing.T, dir string, p Projector) (b, x [][]byte) {
+	t.Helper()
 	ctx := context.Background()
 	bKey, xKey := testKey(2), testKey(3)
-	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
-	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
-	dir := t.TempDir()
-	s := openParking(t, testConfig(dir), refuserV1{})
+	b = realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
+	x = realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
+	s := openParking(t, testConfig(dir), p)
+	defer s.Close()
 	if n, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil || n != 2 {
 		t.Fatalf("ingest b: %d %v", n, err)
 	}
 	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
 		t.Fatal(err)
 	}
-	refused := func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused }
-	waitFor(t, "b:1 refused", refused)
-	s.Close()
+	waitFor(t, "b:1 refused", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused })
+	return b, x
+}
 
-	s = openParking(t, testConfig(dir), refuserV1{})
+// TestRefusedTriedAfterUpgrade: a parked event a projector refused stays
+// refused while the projectors keep their versions, and is tried again,
+// and projected, by a version that accepts it.
+func TestRefusedTriedAfterUpgrade(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	refusedIn(t, dir, refuserV1{})
+	s := openParking(t, testConfig(dir), refuserV1{})
+	refused := func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused }
 	s.Unpark(ctx)
 	if !refused() {
 		t.Fatalf("the same version again: parked %+v", must(s.ParkedEvents(0)))
@@ -893,21 +902,9 @@ func TestRefusedTriedAfterUpgrade(t *testing.T) {
 // the same version.
 func TestRefusedRetryAfterAStop(t *testing.T) {
 	ctx := context.Background()
-	bKey, xKey := testKey(2), testKey(3)
-	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
-	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
 	dir := t.TempDir()
-	s := openParking(t, testConfig(dir), refuserV1{})
-	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "b:1 refused", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused })
-	s.Close()
-
-	s = openTest(t, testConfig(dir), accepterV2{})
+	refusedIn(t, dir, refuserV1{})
+	s := openTest(t, testConfig(dir), accepterV2{})
 	s.beforeCommit = func() error {
 		return s.db.View(func(txn *badger.Txn) error {
 			if _, err := txn.Get(keyRebuilding); errors.Is(err, badger.ErrKeyNotFound) {
@@ -973,21 +970,10 @@ func (l lastWins2) Scopes(tx *Tx, se *StoredEvent) ([]string, error) {
 // reaches.
 func TestRefusedKeptBeforeLaterEvents(t *testing.T) {
 	ctx := context.Background()
-	bKey, xKey := testKey(2), testKey(3)
-	b := realmChain(t, "b", bKey, [2]string{"t.bad", "thing"}, [2]string{"t.make", "mine"})
-	x := realmChain(t, "x", xKey, [2]string{"t.make", "thing"})
 	dir := t.TempDir()
-	s := openParking(t, testConfig(dir), lastWins1{})
-	if _, err := s.IngestChain(ctx, b, verifyWith(bKey)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "b:1 refused", func() bool { p, err := s.ParkedEvents(0); return err == nil && len(p) == 1 && p[0].Refused })
-	s.Close()
-
-	s = openParking(t, testConfig(dir), lastWins2{})
+	b, x := refusedIn(t, dir, lastWins1{})
+	bKey, xKey := testKey(2), testKey(3)
+	s := openParking(t, testConfig(dir), lastWins2{})
 	if p, err := s.ParkedEvents(0); err != nil || len(p) != 1 || !p[0].Refused {
 		t.Fatalf("after the upgrade, parked %+v %v", p, err)
 	}

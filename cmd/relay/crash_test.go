@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -102,50 +100,14 @@ func TestCrashKill9(t *testing.T) {
 			t.Logf("the node's log:\n%s", stderr)
 		}
 	})
-	// serve starts TestServeChild (signal_test.go) on dir: `relay serve`
-	// in a process of its own, which SIGKILL ends like the real one.
-	serve := func() (string, *exec.Cmd, chan struct{}) {
-		t.Helper()
-		cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$", "-test.count=1", "-test.timeout=120s")
-		// No rate limit: the load comes from few credentials.
-		cmd.Env = append(os.Environ(), serveChildEnv+"="+dir, "RELAY_RATE_LIMIT=0")
-		cmd.Stderr = stderr
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			<-done
-		})
-		urls := make(chan string, 1)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				if _, rest, ok := strings.Cut(sc.Text(), " serving at "); ok {
-					url, _, _ := strings.Cut(rest, " ")
-					urls <- url
-				}
-			}
-			cmd.Wait()
-			close(done)
-		}()
-		select {
-		case url := <-urls:
-			return url, cmd, done
-		case <-done:
-			t.Fatalf("the node exited: %s", stderr)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the node did not start: %s", stderr)
-		}
-		return "", nil, nil
+	// relay serve in a process of its own, which SIGKILL ends like the
+	// real one; no rate limit: the load comes from few credentials.
+	serve := func() *child {
+		return startServe(t, []string{"--no-p2p", "--data", dir, "--http", "127.0.0.1:0"}, []string{"RELAY_RATE_LIMIT=0"}, stderr)
 	}
 
-	url, cmd, done := serve()
+	node := serve()
+	url := node.url
 	tr := &http.Transport{MaxIdleConnsPerHost: 16}
 	c := &http.Client{Transport: tr, Timeout: 10 * time.Second}
 	op, err := os.ReadFile(filepath.Join(dir, "operator.token"))
@@ -290,11 +252,11 @@ func TestCrashKill9(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	killed.Store(true)
-	if err := cmd.Process.Kill(); err != nil {
+	if err := node.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	wg.Wait()
-	<-done
+	<-node.done
 	tr.CloseIdleConnections()
 	t.Logf("killed after %v: %d posts and %d corpus messages acknowledged", time.Since(start).Round(time.Millisecond), len(posts), len(msgs))
 	if t.Failed() {
@@ -304,7 +266,7 @@ func TestCrashKill9(t *testing.T) {
 		t.Fatal("the node acknowledged nothing of one kind")
 	}
 
-	url, _, _ = serve()
+	url = serve().url
 	checked := time.Now()
 	var health struct {
 		Status string
