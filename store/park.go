@@ -502,6 +502,7 @@ func (s *Store) retryRefused(ctx context.Context, versions []byte) error {
 		moved, kept := 0, 0
 		_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
 			next, moved, kept = nil, 0, 0
+			looked := 0 // later events read, which bounds the op's time too
 			if from == nil {
 				switch v, err := tx.Get(keyRefusedTried); {
 				case err == nil && bytes.Equal(v, versions):
@@ -511,7 +512,7 @@ func (s *Store) retryRefused(ctx context.Context, versions []byte) error {
 				}
 			}
 			err := tx.iterateFrom(prefixRefused, from, func(k, v []byte) error {
-				if moved+kept == scopeChunk {
+				if moved+kept == scopeChunk || looked >= retryBudget {
 					next = bytes.Clone(k)
 					return ErrStop
 				}
@@ -519,7 +520,9 @@ func (s *Store) retryRefused(ctx context.Context, versions []byte) error {
 				if err != nil {
 					return err
 				}
-				switch ok, err := tx.commutesWithLater(p); {
+				ok, n, err := tx.commutesWithLater(p)
+				looked += n
+				switch {
 				case err != nil:
 					return err
 				case !ok:
@@ -553,37 +556,42 @@ func (s *Store) retryRefused(ctx context.Context, versions []byte) error {
 }
 
 // retryScan is how many later events of its realm retryRefused looks at
-// for one refused event.
-const retryScan = 4096
+// for one refused event, and retryBudget how many one of its ops reads.
+const (
+	retryScan   = 4096
+	retryBudget = 65536
+)
 
 // commutesWithLater reports whether the refused event p shares no scope,
 // as the projectors name them now, with any event of its realm after it
-// that is projected.
-func (tx *Tx) commutesWithLater(p ParkedEvent) (bool, error) {
+// that is projected, and how many of those it read.
+func (tx *Tx) commutesWithLater(p ParkedEvent) (bool, int, error) {
 	raw, err := tx.Get(placeKey(p.place))
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	se, err := decodeEventRecord(raw)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	mine := scopesOf(tx, tx.b.projectors, se)
 	realm := string(p.Realm)
 	head := tx.head(realm).Seq
 	if head-p.Seq > retryScan {
-		return false, nil
+		return false, 0, nil
 	}
+	n := 0
 	for seq := p.Seq + 1; seq <= head; seq++ {
 		later, err := tx.eventAt(eventKey(realm, seq))
 		if err != nil {
-			return false, err
+			return false, n, err
 		}
+		n++
 		if later.Sequence != 0 && meets(mine, scopesOf(tx, tx.b.projectors, later)) {
-			return false, nil
+			return false, n, nil
 		}
 	}
-	return true, nil
+	return true, n, nil
 }
 
 // meets reports whether two events' scopes share one; scopeAll meets
