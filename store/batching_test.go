@@ -70,7 +70,10 @@ func TestBatchingLinger(t *testing.T) {
 // Removing either of the committer's reports (an op added, a batch handed
 // off) fails it.
 func TestStoreLingers(t *testing.T) {
-	defer func(d time.Duration) { lingerMax = d }(lingerMax)
+	// Restored after the store is closed (cleanups run last first): its
+	// writer reads it until then.
+	d := lingerMax
+	t.Cleanup(func() { lingerMax = d })
 	lingerMax = 10 * time.Second // the gate below makes the batch slow
 	s := openTest(t, testConfig(""), counter{})
 	g := gate(s)
