@@ -293,17 +293,31 @@ type oauthToken struct {
 	// Grant is the authorization the token descends from (its code's id):
 	// the family a replayed code or a reused refresh token revokes.
 	Grant string `json:"grant,omitempty"`
-	// Rotated marks a refresh token already exchanged: kept until it
-	// expires, so that its reuse is seen.
-	Rotated bool `json:"rotated,omitempty"`
+	// RotatedAt marks a refresh token already exchanged, and when: kept
+	// until it expires, so that its reuse is seen.
+	RotatedAt *time.Time `json:"rotated_at,omitempty"`
 }
 
 // oauthGrant is the family of tokens one authorization led to: the keys of
-// those that may still be live.
+// those that may still be live, its newest access tokens (at most
+// grantAccessTokens) and its refresh token.
 type oauthGrant struct {
-	Keys    []string  `json:"keys"`
+	Access  []string  `json:"access"`
+	Refresh string    `json:"refresh,omitempty"`
 	Expires time.Time `json:"expires"`
 }
+
+// grantAccessTokens is how many access tokens of one grant stay live: a
+// refresh beyond them revokes the oldest, so that a grant refreshed again
+// and again keeps a record of bounded size.
+const grantAccessTokens = 4
+
+// refreshGrace is how long after its rotation a refresh token presented
+// again is only refused: a client that sent two refreshes at once (the
+// MCP SDK does when two calls meet a 401 together), or retried one whose
+// answer was lost, keeps what the first one got. Later, someone else
+// holds it too, and the grant is revoked.
+const refreshGrace = time.Minute
 
 func getRecord(tx *store.Tx, key []byte, v any) (bool, error) {
 	b, err := tx.Get(key)
@@ -738,8 +752,13 @@ func (o *oauthServer) refresh(r *http.Request, c *oauthClient, form url.Values) 
 		if rt.Grant == "" {
 			rt.Grant = id // issued before grants were recorded: a family of its own
 		}
-		if rt.Rotated {
-			// Exchanged before: the client and someone else both hold it.
+		if rt.RotatedAt != nil {
+			if now.Sub(*rt.RotatedAt) < refreshGrace {
+				e = oauthErr(http.StatusBadRequest, "invalid_grant", "The refresh token was just used; use the tokens that refresh answered.")
+				return nil, nil
+			}
+			// Exchanged long before: the client and someone else both
+			// hold it.
 			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The refresh token was already used; every token of its grant is revoked. Authorize again.")
 			return nil, revokeGrant(tx, rt.Grant)
 		}
@@ -766,7 +785,7 @@ func (o *oauthServer) refresh(r *http.Request, c *oauthClient, form url.Values) 
 			e = oauthErr(http.StatusBadRequest, "invalid_target", "The grant is bound to resource %s.", rt.Resource)
 			return nil, nil
 		}
-		rt.Rotated = true
+		rt.RotatedAt = &now
 		if err := putRecord(tx, key, rt); err != nil {
 			return nil, err
 		}
@@ -790,52 +809,56 @@ func (o *oauthServer) issue(tx *store.Tx, c *oauthClient, grant string, agent ui
 		return nil, err
 	}
 	resp := &tokenResponse{AccessToken: access, TokenType: "Bearer", ExpiresIn: int64(o.accessTTL / time.Second), Scope: strings.Join(scopes, " ")}
-	keys := []string{string(akey)}
+	rkey := ""
 	if slices.Contains(c.GrantTypes, "refresh_token") {
 		refresh, rid, rhash := newSecret(prefixRefresh)
-		rkey := oauthKey(pfxOAuthRefresh, rid)
+		rkey = string(oauthKey(pfxOAuthRefresh, rid))
 		rec.Hash, rec.Expires = rhash, now.Add(o.refreshTTL)
-		if err := putRecord(tx, rkey, rec); err != nil {
+		if err := putRecord(tx, []byte(rkey), rec); err != nil {
 			return nil, err
 		}
 		resp.RefreshToken = refresh
-		keys = append(keys, string(rkey))
 	}
-	return resp, addToGrant(tx, grant, keys, rec.Expires)
+	return resp, addToGrant(tx, grant, string(akey), rkey, rec.Expires)
 }
 
-// addToGrant adds the keys of tokens that live until expires to grant's
-// family, and forgets those of its tokens that are gone (expired and swept).
-func addToGrant(tx *store.Tx, grant string, keys []string, expires time.Time) error {
+// addToGrant records in grant's family the access token under akey and the
+// refresh token under rkey ("" when none), which live until expires. The
+// refresh token it replaces, rotated, keeps its own record; the oldest
+// access tokens beyond grantAccessTokens are revoked.
+func addToGrant(tx *store.Tx, grant, akey, rkey string, expires time.Time) error {
 	gkey := oauthKey(pfxOAuthGrant, grant)
 	var g oauthGrant
 	if _, err := getRecord(tx, gkey, &g); err != nil {
 		return err
 	}
-	live := g.Keys[:0]
-	for _, k := range g.Keys {
-		switch _, err := tx.Get([]byte(k)); {
-		case err == nil:
-			live = append(live, k)
-		case !errors.Is(err, store.ErrNotFound):
-			return err
+	g.Access = append(g.Access, akey)
+	if n := len(g.Access) - grantAccessTokens; n > 0 {
+		for _, k := range g.Access[:n] {
+			if err := tx.Delete([]byte(k)); err != nil {
+				return err
+			}
 		}
+		g.Access = slices.Clone(g.Access[n:])
 	}
-	g.Keys = append(live, keys...)
+	g.Refresh = rkey
 	if expires.After(g.Expires) {
 		g.Expires = expires
 	}
 	return putRecord(tx, gkey, g)
 }
 
-// revokeGrant deletes every token of grant's family, and the family.
+// revokeGrant deletes every live token of grant's family, and the family.
 func revokeGrant(tx *store.Tx, grant string) error {
 	gkey := oauthKey(pfxOAuthGrant, grant)
 	var g oauthGrant
 	if _, err := getRecord(tx, gkey, &g); err != nil {
 		return err
 	}
-	for _, k := range g.Keys {
+	for _, k := range append(g.Access, g.Refresh) {
+		if k == "" {
+			continue
+		}
 		if err := tx.Delete([]byte(k)); err != nil {
 			return err
 		}

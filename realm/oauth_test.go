@@ -6,16 +6,20 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"relay/store"
 )
 
 // oauthClientT drives the authorization server over plain HTTP, as a
@@ -389,12 +393,14 @@ func TestOAuthAuthorizationCode(t *testing.T) {
 		"scope": {"toastmachine:write"}}); status != 400 || out["error"] != "invalid_scope" {
 		t.Fatalf("refresh widening the scope: %d %v", status, out)
 	}
-	// The rotated refresh token again: refused, and, since the client and
-	// someone else both hold it, every token of its grant is revoked.
+	// The rotated refresh token again, at once (two refreshes sent
+	// together, or one retried): refused, and what the first got stands.
 	if status, out := refresh(tok["refresh_token"].(string)); status != 400 || out["error"] != "invalid_grant" {
 		t.Fatalf("rotated refresh token: %d %v", status, out)
 	}
-	revoked("a grant whose rotated refresh token came back", fresh)
+	if resp, _ := mcpCall(t, base, "", fresh["access_token"].(string), `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 200 {
+		t.Fatalf("the refreshed access token after its old refresh token came back at once: %d", resp.StatusCode)
+	}
 	// A code replayed after a refresh revokes what the refresh issued too.
 	code = c.code(t, challenge, "toastmachine:read")
 	status, first := c.exchange(t, code, verifier)
@@ -522,8 +528,90 @@ func TestOAuthExpiry(t *testing.T) {
 		t.Fatalf("expired token: %d", resp.StatusCode)
 	}
 	// The refresh token outlives it.
-	if status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok["refresh_token"].(string)}}); status != 200 {
-		t.Fatalf("refresh after the access token expired: %d %v", status, out)
+	refresh := func(rt string) (int, map[string]any) {
+		status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+		return status, out
+	}
+	status, fresh := refresh(tok["refresh_token"].(string))
+	if status != 200 {
+		t.Fatalf("refresh after the access token expired: %d %v", status, fresh)
+	}
+	// The rotated refresh token again, past the grace: the client and
+	// someone else both hold it, and every token of its grant is revoked.
+	now = now.Add(refreshGrace + time.Second)
+	if status, out := refresh(tok["refresh_token"].(string)); status != 400 || out["error"] != "invalid_grant" {
+		t.Fatalf("rotated refresh token, later: %d %v", status, out)
+	}
+	if resp, _ := mcpCall(t, srv.URL, "", fresh["access_token"].(string), `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 401 {
+		t.Fatalf("the grant's access token after the reuse: %d", resp.StatusCode)
+	}
+	if status, out := refresh(fresh["refresh_token"].(string)); status != 400 || out["error"] != "invalid_grant" {
+		t.Fatalf("the grant's refresh token after the reuse: %d %v", status, out)
+	}
+}
+
+// TestOAuthRefreshes: two refreshes of one token sent together (the MCP
+// SDK sends them when two calls meet a 401 at once) leave the client what
+// one of them got; a grant refreshed again and again keeps its newest
+// access tokens and a record of bounded size.
+func TestOAuthRefreshes(t *testing.T) {
+	tn := startNodeAt(t, "ainotes", t.TempDir(), func(c *Config) { c.RateLimit = 0 })
+	base := tn.srv.URL
+	c := newOAuthClient(t, base, nil)
+	rt := c.grant(t, "toastmachine:read")["refresh_token"].(string)
+	var wg sync.WaitGroup
+	outs := make([]map[string]any, 2)
+	statuses := make([]int, 2)
+	for i := range 2 {
+		wg.Go(func() {
+			statuses[i], _, outs[i] = c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for i, out := range outs {
+		if statuses[i] != 200 {
+			continue
+		}
+		ok++
+		if resp, _ := mcpCall(t, base, "", out["access_token"].(string), `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 200 {
+			t.Fatalf("a refresh sent together with another: its access token %d", resp.StatusCode)
+		}
+		rt = out["refresh_token"].(string)
+	}
+	if ok != 1 {
+		t.Fatalf("two refreshes of one token: %v %v", statuses, outs)
+	}
+
+	var access []string
+	for range 20 {
+		status, _, out := c.tokenRequest(t, url.Values{"grant_type": {"refresh_token"}, "refresh_token": {rt}})
+		if status != 200 {
+			t.Fatalf("refresh: %d %v", status, out)
+		}
+		rt = out["refresh_token"].(string)
+		access = append(access, out["access_token"].(string))
+	}
+	for i, a := range access {
+		resp, _ := mcpCall(t, base, "", a, `{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if live := i >= len(access)-grantAccessTokens; live != (resp.StatusCode == 200) {
+			t.Fatalf("access token %d of %d: %d", i+1, len(access), resp.StatusCode)
+		}
+	}
+	err := tn.store.View(func(tx *store.Tx) error {
+		return tx.Iterate(pfxOAuthGrant, false, func(k, v []byte) error {
+			var g oauthGrant
+			if err := json.Unmarshal(v, &g); err != nil {
+				return err
+			}
+			if len(g.Access) > grantAccessTokens || len(v) > 1024 {
+				return fmt.Errorf("a grant record of %d bytes, %d access tokens", len(v), len(g.Access))
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -189,6 +189,18 @@ async function main() {
   const tooSmall = await call(client, "pull_conversation", { conversation_id: created.conversation_id, max_response_bytes: 64 });
   check("pull_conversation response_budget_too_small", tooSmall.isError === true && tooSmall.structuredContent?.error?.code === "response_budget_too_small", tooSmall);
 
+  // The access token stops working, as after its hour, and two calls meet
+  // the 401 at once: the SDK refreshes twice with one refresh token. The
+  // server answers the second with invalid_grant without revoking what the
+  // first got, so both calls, and those after, go through.
+  const refreshed = provider.saved.refresh_token;
+  provider.saved = { ...provider.saved, access_token: provider.saved.access_token.replace(/_[^_]+$/, "_expiredexpiredexpired") };
+  const both = await Promise.allSettled([call(client, "list_kinds", {}), call(client, "list_kinds", {})]);
+  check("two calls after the access token expired, refreshed at once", both.every((r) => r.status === "fulfilled" && !r.value.isError), both);
+  check("the refresh rotated the refresh token", provider.saved.refresh_token !== refreshed, provider.saved);
+  const later = await call(client, "list_kinds", {});
+  check("a call after the two refreshes", !later.isError, later);
+
   await client.close();
 }
 
