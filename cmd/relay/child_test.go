@@ -56,6 +56,7 @@ func startServe(t *testing.T, args, env []string, log io.Writer) *child {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestServeChild$", "-test.count=1", "-test.timeout=300s")
 	cmd.Env = append(append(os.Environ(), serveArgsEnv+"="+string(raw)), env...)
 	cmd.Stderr = log
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
