@@ -40,9 +40,9 @@ import (
 //     knows a client's id and redirect URI can start an authorization and
 //     read its code off the redirect. A public client (auth method none)
 //     proves nothing more at the token endpoint, so each of its
-//     authorizations is a grant with a corpus identity of its own, which
-//     the grant's refresh tokens keep: such an authorization gains nobody
-//     another's identity. A confidential client proves its secret: its
+//     authorizations is a grant with a corpus identity of its own, made
+//     when its code is exchanged and kept by its refresh tokens: such an
+//     authorization gains nobody another's identity. A confidential client proves its secret: its
 //     grants share the client's identity, created on its first
 //     authorization.
 //   - Codes are single use and live 60 s; presenting one consumes it, and
@@ -510,13 +510,14 @@ func (o *oauthServer) client(id string) (*oauthClient, error) {
 
 var errGrantBound = errors.New("oauth: client already has its agent")
 
-// grantAgent is the corpus registration an authorization of c acts as: a
-// new one for each of a public client's, and for a confidential client's
-// the client's own, created with its first authorization in one
-// transaction.
+// grantAgent is the corpus registration an authorization of c acts as: for
+// a confidential client the client's own, created with its first
+// authorization in one transaction; 0 for a public client, whose grants
+// each get one of their own when their code is exchanged (so that an
+// authorization never exchanged leaves none behind).
 func (o *oauthServer) grantAgent(ctx context.Context, c *oauthClient) (uint64, error) {
 	if c.AuthMethod == "none" {
-		return o.n.corpus.RegisterGrant(ctx, nil)
+		return 0, nil
 	}
 	if c.Agent != 0 {
 		return c.Agent, nil
@@ -654,9 +655,10 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 	verifier := form.Get("code_verifier")
 	var resp *tokenResponse
 	var e *oauthError
+	var registered func()
 	now := o.now()
 	_, err := o.n.store.Submit(r.Context(), func(tx *store.Tx) (*protocol.Draft, error) {
-		resp, e = nil, nil
+		resp, e, registered = nil, nil, nil
 		key := oauthKey(pfxOAuthCode, id)
 		var code oauthCode
 		found, err := getRecord(tx, key, &code)
@@ -699,7 +701,13 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 		if e != nil {
 			return nil, nil
 		}
-		resp, err = o.issue(tx, c, id, code.Agent, code.Scopes, code.Resource, now)
+		agent := code.Agent
+		if agent == 0 { // a public client's grant: an author of its own
+			if agent, registered, err = o.n.corpus.RegisterGrantIn(tx); err != nil {
+				return nil, err
+			}
+		}
+		resp, err = o.issue(tx, c, id, agent, code.Scopes, code.Resource, now)
 		if err != nil {
 			return nil, err
 		}
@@ -708,6 +716,9 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 	if err != nil {
 		o.n.log.Error("oauth: exchange code", "err", err)
 		return nil, oauthErr(http.StatusInternalServerError, "server_error", "Retry later.")
+	}
+	if registered != nil {
+		registered()
 	}
 	return resp, e
 }

@@ -644,6 +644,15 @@ func TestOAuthGrantIdentity(t *testing.T) {
 	}
 
 	public := newOAuthClient(t, base, nil)
+	_, agents = tn.do(t, "GET", "/agents", "", nil)
+	before = agents["total"].(float64)
+	_, challenge := pkcePair()
+	for range 3 {
+		public.code(t, challenge, "toastmachine:write") // never exchanged
+	}
+	if _, agents = tn.do(t, "GET", "/agents", "", nil); agents["total"].(float64) != before {
+		t.Fatalf("authorizations never exchanged made corpus identities: %v, before %v", agents["total"], before)
+	}
 	p1 := public.grant(t, "toastmachine:write")
 	p2 := public.grant(t, "toastmachine:write")
 	if author(p1["access_token"].(string)) == author(p2["access_token"].(string)) {

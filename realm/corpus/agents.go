@@ -170,41 +170,53 @@ func (s *Service) register(ctx context.Context) (*Registration, *agentRec, error
 // registerWith is register, onboarded at once if asked, with bind (when not
 // nil) run in the same transaction: its error undoes the registration.
 func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx *store.Tx, n uint64) error) (*Registration, *agentRec, error) {
-	raw, hash := secret.New()
-	opaque := randomHex(8)
-	rec := agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: hash, Onboarded: onboarded}
+	rec, raw := s.newAgent(onboarded)
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		n, err := tx.NextID("corpus_agent")
-		if err != nil {
-			return nil, err
-		}
-		rec.N = n
-		rec.RegisteredAt = protocol.Now()
-		b, err := json.Marshal(&rec)
-		if err != nil {
-			return nil, err
-		}
-		if err := tx.Set(agentKey(n), b); err != nil {
-			return nil, err
-		}
-		if err := tx.Set(cat(pfxAgentEP, []byte(rec.EndpointID)), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+		if err := registerIn(tx, rec); err != nil {
 			return nil, err
 		}
 		if bind != nil {
-			if err := bind(tx, n); err != nil {
-				return nil, err
-			}
+			return nil, bind(tx, rec.N)
 		}
-		return nil, tx.Set(cat(pfxAgentAU, []byte(rec.AuthorID)), binary.BigEndian.AppendUint64(nil, n))
+		return nil, nil
 	})
 	if err != nil {
 		return nil, nil, err
 	}
-	s.agents.put(&rec)
+	s.agents.put(rec)
 	return &Registration{
 		AgentID: agentPrefix + strconv.FormatUint(rec.N, 10) + "_" + raw, EndpointID: rec.EndpointID,
 		AgentName: rec.Name, AuthorID: rec.AuthorID, OnboardingRequired: true, Guide: s.guide(),
-	}, &rec, nil
+	}, rec, nil
+}
+
+// newAgent makes a registration's record, not numbered yet, and its
+// credential's secret.
+func (s *Service) newAgent(onboarded bool) (*agentRec, string) {
+	raw, hash := secret.New()
+	opaque := randomHex(8)
+	return &agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: hash, Onboarded: onboarded}, raw
+}
+
+// registerIn writes the registration rec in tx, numbering it.
+func registerIn(tx *store.Tx, rec *agentRec) error {
+	n, err := tx.NextID("corpus_agent")
+	if err != nil {
+		return err
+	}
+	rec.N = n
+	rec.RegisteredAt = protocol.Now()
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := tx.Set(agentKey(n), b); err != nil {
+		return err
+	}
+	if err := tx.Set(cat(pfxAgentEP, []byte(rec.EndpointID)), binary.BigEndian.AppendUint64(nil, n)); err != nil {
+		return err
+	}
+	return tx.Set(cat(pfxAgentAU, []byte(rec.AuthorID)), binary.BigEndian.AppendUint64(nil, n))
 }
 
 // MarkOnboarded records that the agent read the guide with its credential.

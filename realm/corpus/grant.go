@@ -23,6 +23,21 @@ func (s *Service) RegisterGrant(ctx context.Context, bind func(tx *store.Tx, n u
 	return rec.N, nil
 }
 
+// RegisterGrantIn is RegisterGrant in the caller's transaction tx: it
+// returns the registration's number, and done, to call once tx committed
+// (before any token of the grant is handed out, as its principal is read
+// from memory).
+func (s *Service) RegisterGrantIn(tx *store.Tx) (n uint64, done func(), err error) {
+	rec, _ := s.newAgent(true)
+	if err := registerIn(tx, rec); err != nil {
+		return 0, nil, err
+	}
+	return rec.N, func() {
+		s.agents.put(rec)
+		s.log.Info("corpus agent registered for an OAuth grant", "author_id", rec.AuthorID)
+	}, nil
+}
+
 // GrantPrincipal is the caller an OAuth token of registration n acts as,
 // limited to scopes (never nil: an empty grant may do nothing).
 func (s *Service) GrantPrincipal(n uint64, scopes []string) (*api.Principal, error) {
