@@ -171,17 +171,6 @@ func (c *Conversation) appendJSON(b []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-func appendInts(b []byte, ns []int) []byte {
-	b = append(b, '[')
-	for i, n := range ns {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendInt(b, int64(n), 10)
-	}
-	return append(b, ']')
-}
-
 // appendStrings writes a []string as encoding/json does: nil is null.
 func appendStrings(b []byte, ss []string) []byte {
 	if ss == nil {
