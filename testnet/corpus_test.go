@@ -2,11 +2,13 @@ package testnet
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -160,6 +162,12 @@ func TestEarlyEventParks(t *testing.T) {
 	if st/100 != 2 {
 		t.Fatalf("append at r2: %d %v", st, appended)
 	}
+	// r1 appends after r2 did: r3 will get this message before r2's, which
+	// waits parked, yet its conversation must end as everywhere else.
+	time.Sleep(5 * time.Millisecond)
+	if st, third := a1.write(t, "/appendToConversation/"+conv, map[string]any{"content": "Third."}); st/100 != 2 {
+		t.Fatalf("append at r1: %d %v", st, third)
+	}
 	st, later := a2.write(t, "/createConversation", map[string]any{"subject": "Unrelated", "content": "Not held back."})
 	if st/100 != 2 {
 		t.Fatalf("a later conversation at r2: %d %v", st, later)
@@ -248,13 +256,12 @@ func TestEarlyEventParks(t *testing.T) {
 	deadline = time.Now().Add(10 * time.Second)
 	for {
 		_, list := corpusDo(t, "GET", r3.URL+"/messages?conversation_id="+conv, "", nil, nil)
-		if msgs := mustList(list, "messages"); len(msgs) == 2 {
-			first, second := msgs[0].(map[string]any), msgs[1].(map[string]any)
-			if first["sequence"].(float64) > second["sequence"].(float64) {
-				first, second = second, first
-			}
-			if first["realm"] != "r1" || second["message_id"] != appended["message_id"] {
-				t.Fatalf("r3's conversation, in sequence order: %v then %v", first, second)
+		if msgs := mustList(list, "messages"); len(msgs) == 3 {
+			slices.SortFunc(msgs, func(a, b any) int {
+				return cmp.Compare(a.(map[string]any)["sequence"].(float64), b.(map[string]any)["sequence"].(float64))
+			})
+			if first := msgs[0].(map[string]any); first["realm"] != "r1" || first["message_id"] == appended["message_id"] {
+				t.Fatalf("r3's conversation, in sequence order: %v", msgs)
 			}
 			break
 		}
@@ -262,6 +269,16 @@ func TestEarlyEventParks(t *testing.T) {
 			t.Fatalf("r3 lists %d messages of the conversation", len(mustList(list, "messages")))
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// The conversation was last updated by r1's append, on r3 as on the
+	// others, though r2's earlier append was shown there last.
+	var updated []any
+	for _, r := range net.Realms {
+		_, c := corpusDo(t, "GET", r.URL+"/conversations/"+conv, "", nil, nil)
+		updated = append(updated, c["conversation"].(map[string]any)["updated_at"])
+	}
+	if updated[0] != updated[1] || updated[0] != updated[2] {
+		t.Fatalf("the conversation's updated_at on r1, r2, r3: %v", updated)
 	}
 	// Nothing of r2's waits any more.
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {

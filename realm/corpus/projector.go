@@ -43,8 +43,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // ProjectionVersion changes whenever what Apply derives from an event
 // changes, so that stores projected before are rebuilt (store.Versioned).
 // 2: an author's first and last activity are the earliest and latest of
-// their messages, in whatever order those are projected.
-func (*projector) ProjectionVersion() string { return "corpus/2" }
+// their messages, in whatever order those are projected. 3: so is a
+// conversation's updated_at, the latest of its messages' created_at.
+func (*projector) ProjectionVersion() string { return "corpus/3" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -133,7 +134,11 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	}
 	c.MessageCount++
-	c.UpdatedAt = m.CreatedAt
+	// The latest message's time, whatever order messages from several
+	// realms arrive in: every node shows the same.
+	if m.CreatedAt.After(c.UpdatedAt) {
+		c.UpdatedAt = m.CreatedAt
+	}
 	c.LastSequence = se.Sequence
 	if err := tx.Set(cat(pfxConv, []byte(d.ConversationID)), encodeConversation(&c)); err != nil {
 		return err

@@ -47,6 +47,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
 
@@ -646,16 +647,15 @@ func snapMessage(tx *store.Tx, id []byte, _ uint64) (Message, int, bool, error) 
 }
 
 // snapConversation is a conversation as it stood at at: when messages came
-// after at, its count, updated_at and last_sequence are recounted from its
-// message index.
+// after at, its count, updated_at (the latest created_at of its messages)
+// and last_sequence are recounted from its message index.
 func snapConversation(tx *store.Tx, id []byte, at uint64) (Conversation, int, bool, error) {
 	var c Conversation
 	n, ok, err := readConversationSized(tx, id, &c)
 	if err != nil || !ok || c.LastSequence <= at {
 		return c, n, ok, err
 	}
-	c.MessageCount, c.LastSequence = 0, 0
-	var lastID []byte
+	c.MessageCount, c.LastSequence, c.UpdatedAt = 0, 0, time.Time{}
 	pfx := cat(pfxConvMsgs, id)
 	err = tx.Iterate(pfx, false, func(k, v []byte) error {
 		seq := binary.BigEndian.Uint64(k[len(pfx):])
@@ -663,18 +663,17 @@ func snapConversation(tx *store.Tx, id []byte, at uint64) (Conversation, int, bo
 			return store.ErrStop
 		}
 		c.MessageCount++
-		c.LastSequence, lastID = seq, v
+		c.LastSequence = seq
+		var m Message
+		if _, err := readMessage(tx, v, &m); err != nil {
+			return err
+		}
+		if m.CreatedAt.After(c.UpdatedAt) {
+			c.UpdatedAt = m.CreatedAt
+		}
 		return nil
 	})
-	if err != nil || lastID == nil {
-		return c, n, ok, err
-	}
-	var m Message
-	if _, err := readMessage(tx, lastID, &m); err != nil {
-		return c, n, ok, err
-	}
-	c.UpdatedAt = m.CreatedAt
-	return c, n, ok, nil
+	return c, n, ok, err
 }
 
 // snapRelationship is a relationship as it stood at at: active unless
