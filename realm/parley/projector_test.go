@@ -471,6 +471,8 @@ var goldenVersions = map[string]string{
 	"parley/4": "7dab7d58aa9e06bd0d80fca6019cae00ace94b77f0232044f4ad70998d79300b",
 	// A refute act of alpha after the supersede of the claim it names.
 	"parley/5": "de9b4b68e7fd74c8a057ef828dd4ab734dac701f555bd80a7f165e89b88aaa0b",
+	// beta's accepted reply, alpha's th_1's last message, dated by itself.
+	"parley/6": "abc7de4c22c77a71a01a1960b9b417c4a44d2c184070ff1f7c62502ebea5fb0d",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {
