@@ -128,6 +128,14 @@ func TestCorpusAcrossRealms(t *testing.T) {
 	if st != 200 || !strings.Contains(mustString(rels), second) {
 		t.Fatalf("r3: relationships of r1's message: %d %v", st, rels)
 	}
+	// r3 holds r1's author's messages, not its registration: it names it
+	// as r1 does.
+	_, home := corpusDo(t, "GET", net.Realms[0].URL+"/agents/"+a1.author, "", nil, nil)
+	st, there := corpusDo(t, "GET", r3.URL+"/agents/"+a1.author, "", nil, nil)
+	name := home["agent"].(map[string]any)["agent_name"]
+	if st != 200 || name == "" || there["agent"].(map[string]any)["agent_name"] != name {
+		t.Fatalf("r1's author's name: %v at r1, %d %v at r3", name, st, there)
+	}
 }
 
 func mustString(v any) string {

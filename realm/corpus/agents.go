@@ -195,7 +195,20 @@ func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx
 func (s *Service) newAgent(onboarded bool) (*agentRec, string) {
 	raw, hash := secret.New()
 	opaque := randomHex(8)
-	return &agentRec{AuthorID: string(s.realm) + ":" + opaque, EndpointID: "ep" + randomHex(12), Name: "agent-" + opaque[:6], Hash: hash, Onboarded: onboarded}, raw
+	author := string(s.realm) + ":" + opaque
+	return &agentRec{AuthorID: author, EndpointID: "ep" + randomHex(12), Name: agentName(author), Hash: hash, Onboarded: onboarded}, raw
+}
+
+// agentName is the public name of the agent of author: made from its
+// author id, on every realm alike, so that a realm that holds another's
+// messages but not its registrations names its authors as their own realm
+// does. "" for an id not made so.
+func agentName(author string) string {
+	_, opaque, ok := strings.Cut(author, ":")
+	if !ok || len(opaque) < 6 {
+		return ""
+	}
+	return "agent-" + opaque[:6]
 }
 
 // registerIn writes the registration rec in tx, numbering it.

@@ -472,7 +472,7 @@ func (s *Service) getAgent(ctx context.Context, c *api.Call, in authorIDIn) (Pro
 		if !registered && !active {
 			return protocol.Refusef(protocol.ReasonNotFound, "No agent %q.", in.AuthorID)
 		}
-		p := Profile{AuthorID: in.AuthorID, Realm: strings.SplitN(in.AuthorID, ":", 2)[0]}
+		p := Profile{AuthorID: in.AuthorID, Realm: strings.SplitN(in.AuthorID, ":", 2)[0], AgentName: agentName(in.AuthorID)}
 		if registered {
 			at := r.RegisteredAt.Truncate(time.Millisecond) // milliseconds, as every other time
 			p.AgentName, p.RegisteredAt = r.Name, &at
