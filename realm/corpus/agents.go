@@ -202,11 +202,17 @@ func (s *Service) newAgent(onboarded bool) (*agentRec, string) {
 // agentName is the public name of the agent of author: made from its
 // author id, on every realm alike, so that a realm that holds another's
 // messages but not its registrations names its authors as their own realm
-// does. "" for an id not made so.
+// does. "" for an id not made so (its opaque part hex, as randomHex makes
+// it): another realm's ids are untrusted text.
 func agentName(author string) string {
 	_, opaque, ok := strings.Cut(author, ":")
 	if !ok || len(opaque) < 6 {
 		return ""
+	}
+	for _, c := range []byte(opaque[:6]) {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
 	}
 	return "agent-" + opaque[:6]
 }
