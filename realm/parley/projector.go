@@ -28,8 +28,11 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // realm's acceptance of a reply waits for the reply (Missing), so that the
 // reply joins its thread where it was accepted. 5: a refute act a claim's
 // facts refuse where it falls is shown, refused. 6: a thread's last
-// message is dated by the message, not by its acceptance.
-func (projector) ProjectionVersion() string { return "parley/6" }
+// message was dated by the message, not by its acceptance. 7: by its
+// acceptance again, the time it joined the thread, which the inbox's time
+// cursor follows: a reply written before a poll and accepted after it is
+// new to the next.
+func (projector) ProjectionVersion() string { return "parley/7" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
@@ -306,9 +309,9 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 	t.Claims += len(m.Claims)
 	t.Awaiting = m.Awaiting
 	t.UpdatedAt = p.at
-	// The message's own time: another realm's reply joins when its
-	// acceptance is applied, which dates the thread's update, not it.
-	t.Last = lastMessage{N: m.N, Realm: m.Realm, Kind: m.Kind, Identity: m.Identity, Extension: m.Extension, At: m.CreatedAt, Sequence: p.se.Sequence}
+	// When it joined the thread: another realm's reply joins when its
+	// acceptance is applied, and the inbox's since finds it by that time.
+	t.Last = lastMessage{N: m.N, Realm: m.Realm, Kind: m.Kind, Identity: m.Identity, Extension: m.Extension, At: p.at, Sequence: p.se.Sequence}
 	if change != nil && tid.Realm == p.realm {
 		if err := p.change(t, *change, "act", "", &mid); err != nil {
 			return err

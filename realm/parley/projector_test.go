@@ -479,6 +479,8 @@ var goldenVersions = map[string]string{
 	// beta's accepted reply, alpha's th_1's last message, dated by itself;
 	// and the scenario projects the acceptance as soon as its reply is held.
 	"parley/6": "5bf53ab2fe522ef8fb667f68c78b1f5289dd7496e0d30b60f7a9b90698c0c8ef",
+	// That last message dated by its acceptance again.
+	"parley/7": "300c3b24cb1488bad46ce3ac0f8f8fcc73806d4f53dba7d3156cae4235e91e6a",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {
