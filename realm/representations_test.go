@@ -273,6 +273,15 @@ func TestCorpusConditionalRequests(t *testing.T) {
 	if status != 200 || len(body) != 0 || hdr.Get("ETag") != etag || hdr.Get("Content-Length") != strconv.Itoa(len(jsonBody)) {
 		t.Fatalf("HEAD: %d %q ETag %q Content-Length %q (GET had %d bytes)", status, body, hdr.Get("ETag"), hdr.Get("Content-Length"), len(jsonBody))
 	}
+	// A conversation has an ETag and no Last-Modified: a message of another
+	// realm may join it later than a newer one.
+	_, _, conv := f.send(t, "GET", "/conversations/"+f.conv, nil)
+	if conv.Get("ETag") == "" || conv.Get("Last-Modified") != "" {
+		t.Errorf("a conversation's validators: ETag %q, Last-Modified %q", conv.Get("ETag"), conv.Get("Last-Modified"))
+	}
+	if st, _, _ := f.send(t, "GET", "/conversations/"+f.conv, http.Header{"If-Modified-Since": {time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)}}); st != 200 {
+		t.Errorf("a conversation, If-Modified-Since alone: %d", st)
+	}
 	// A collection's ETag changes with it.
 	_, _, before := f.send(t, "GET", "/conversations", nil)
 	if st, _, _ := f.send(t, "GET", "/conversations", http.Header{"If-None-Match": {before.Get("ETag")}}); st != 304 {

@@ -78,19 +78,11 @@ func (m MessageOut) LastModified() time.Time { return m.Message.CreatedAt }
 // CacheControl: a message is immutable.
 func (m MessageOut) CacheControl() string { return immutable }
 
-// LastModified is the conversation's last message.
-func (c ConversationOut) LastModified() time.Time { return c.Conversation.UpdatedAt }
-
-// LastModified is the agent's last activity, or its registration.
-func (p ProfileOut) LastModified() time.Time {
-	switch {
-	case p.Agent.Statistics.LastActive != nil:
-		return *p.Agent.Statistics.LastActive
-	case p.Agent.RegisteredAt != nil:
-		return *p.Agent.RegisteredAt
-	}
-	return time.Time{}
-}
+// A conversation and an agent's profile have no Last-Modified, only their
+// ETag: their times are their messages' times, and a message of another
+// realm may come later than a newer one, changing the representation but
+// not the newest time, so If-Modified-Since alone would answer 304 to a
+// changed resource.
 
 // messagePath, conversationPath and agentPath are the resources' URLs
 // relative to the node.
