@@ -462,11 +462,7 @@ func (s *Store) scopeParked(ctx context.Context, again bool) error {
 						return err
 					}
 				}
-				raw, err := tx.Get(placeKey(p.place))
-				if err != nil {
-					return err
-				}
-				se, err := decodeEventRecord(raw)
+				se, err := tx.eventAt(placeKey(p.place))
 				if err != nil {
 					return err
 				}
@@ -566,11 +562,7 @@ const (
 // as the projectors name them now, with any event of its realm after it
 // that is projected, and how many of those it read.
 func (tx *Tx) commutesWithLater(p ParkedEvent) (bool, int, error) {
-	raw, err := tx.Get(placeKey(p.place))
-	if err != nil {
-		return false, 0, err
-	}
-	se, err := decodeEventRecord(raw)
+	se, err := tx.eventAt(placeKey(p.place))
 	if err != nil {
 		return false, 0, err
 	}
@@ -732,8 +724,8 @@ func (s *Store) warnOwnParked() {
 
 // unparkPass projects every parked event whose records are held now, in
 // parking order, and goes round again while that projects any: a parked
-// event may wait for an earlier one. It reports whether it projected any.
-func (s *Store) unparkPass(ctx context.Context) (projected bool) {
+// event may wait for an earlier one.
+func (s *Store) unparkPass(ctx context.Context) {
 	s.unparkMu.Lock() // the loop's pass and a synchronous Unpark, one at a time
 	defer s.unparkMu.Unlock()
 	for {
@@ -751,12 +743,12 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 			s.parkedNone.Store(gen)
 			return
 		}
-		progress := false
+		progress, now := false, time.Now()
 		for _, run := range ready {
 			// A realm's run stops at an event that faulted and is not due
 			// again yet: what comes after it waits behind it.
 			for i, p := range run {
-				if f, ok := s.unparkFaults[p.n]; ok && time.Now().Before(f.until) {
+				if s.unparkFaults[p.n].until.After(now) {
 					run = run[:i]
 					break
 				}
@@ -767,13 +759,12 @@ func (s *Store) unparkPass(ctx context.Context) (projected bool) {
 			n, ok := s.unparkChunks(ctx, run)
 			progress = progress || n > 0
 			if !ok {
-				return projected || progress
+				return
 			}
 		}
 		if !progress {
 			return
 		}
-		projected = true
 	}
 }
 
@@ -946,11 +937,7 @@ func (s *Store) readyParked() (runs [][]ParkedEvent, parked int, err error) {
 				}
 			}
 			if !waits {
-				v, err = tx.Get(placeKey(p.place))
-				if err != nil {
-					return err
-				}
-				se, err := decodeEventRecord(v)
+				se, err := tx.eventAt(placeKey(p.place))
 				if err != nil {
 					return err
 				}
