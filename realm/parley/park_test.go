@@ -41,6 +41,15 @@ func gammaClaim(t *testing.T) (g1, g2 []byte) {
 	return g1, g2
 }
 
+// alphaThread is alpha's writer and its first two events, signed: its
+// board and a thread, th_1, on it.
+func alphaThread(t *testing.T) (alpha *chainWriter, a1, a2 []byte) {
+	alpha = newChainWriter(t, nil, "alpha", 2, nil)
+	a1, _ = alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
+	a2, _ = alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
+	return alpha, a1, a2
+}
+
 // ingestInOrder ingests the signed events of order into a new service,
 // calling during, if set, once the first n are in; then it makes an unpark
 // pass, after which nothing may wait.
@@ -78,11 +87,9 @@ func ingestInOrderWith(t *testing.T, with func(*Config), order [][]byte, n int, 
 // it, so that once gamma's claim arrives the claim is superseded and the
 // thread closed, as where the events came in order.
 func TestParkedRealmKeepsItsOrder(t *testing.T) {
-	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	alpha, a1, a2 := alphaThread(t)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
 	g1, g2 := gammaClaim(t)
-	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
 	a3, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
 		Refutes: []string{"gamma:cl_1"}, Evidence: ev, Claims: []claimData{{N: 2, Statement: "a claims"}},
 		Change: &protocol.Change{To: protocol.StateAnswered, Origin: "act"}})
@@ -120,11 +127,9 @@ func TestParkedRealmKeepsItsOrder(t *testing.T) {
 // the thread of alpha:3 waits behind it. Once gamma's claim arrives, every
 // record is as where the events came in order.
 func TestParkedRealmGoesOn(t *testing.T) {
-	alpha := newChainWriter(t, nil, "alpha", 2, nil)
+	alpha, a1, a2 := alphaThread(t)
 	ev := []protocol.Evidence{{Kind: "log", Value: "x"}}
 	g1, g2 := gammaClaim(t)
-	a1, _ := alpha.sign(evBoardCreated, "human:operator", boardData{ID: 1, Slug: "lobby", Name: "Lobby"})
-	a2, _ := alpha.sign(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
 	a3, _ := alpha.sign(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
 		Refutes: []string{"gamma:cl_1"}, Evidence: ev})
 	a4, _ := alpha.sign(evThreadOpened, "bob", messageData{Thread: "th_2", Board: 1, N: 3, Kind: "ask", Body: "other", AuthorKind: "llm"})
