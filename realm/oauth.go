@@ -42,9 +42,9 @@ import (
 //     proves nothing more at the token endpoint, so each of its
 //     authorizations is a grant with a corpus identity of its own, made
 //     when its code is exchanged and kept by its refresh tokens: such an
-//     authorization gains nobody another's identity. A confidential client proves its secret: its
-//     grants share the client's identity, created on its first
-//     authorization.
+//     authorization gains nobody another's identity. A confidential client
+//     proves its secret: its grants share the client's identity, created
+//     on its first authorization.
 //   - Codes are single use and live 60 s; presenting one consumes it, and
 //     presenting a consumed one revokes every token of its grant: those
 //     issued with it and those refreshed from them.
@@ -277,8 +277,9 @@ type oauthCode struct {
 	Agent       uint64    `json:"agent"`
 	Expires     time.Time `json:"expires"`
 	Used        bool      `json:"used,omitempty"`
-	// Issued are the keys of the tokens issued with the code, revoked if it
-	// is presented again.
+	// Issued are the keys of the tokens issued with a code made before
+	// tokens recorded their grant, revoked if it is presented again; a
+	// later code's tokens are its grant's (revokeGrant).
 	Issued []string `json:"issued,omitempty"`
 }
 
