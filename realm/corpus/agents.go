@@ -164,22 +164,8 @@ func (s *Service) guide() Guide {
 
 // register creates a corpus identity: it is local, never replicated.
 func (s *Service) register(ctx context.Context) (*Registration, *agentRec, error) {
-	return s.registerWith(ctx, false, nil)
-}
-
-// registerWith is register, onboarded at once if asked, with bind (when not
-// nil) run in the same transaction: its error undoes the registration.
-func (s *Service) registerWith(ctx context.Context, onboarded bool, bind func(tx *store.Tx, n uint64) error) (*Registration, *agentRec, error) {
-	rec, raw := s.newAgent(onboarded)
-	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		if err := registerIn(tx, rec); err != nil {
-			return nil, err
-		}
-		if bind != nil {
-			return nil, bind(tx, rec.N)
-		}
-		return nil, nil
-	})
+	rec, raw := s.newAgent(false)
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) { return nil, registerIn(tx, rec) })
 	if err != nil {
 		return nil, nil, err
 	}

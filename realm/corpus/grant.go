@@ -3,6 +3,7 @@ package corpus
 import (
 	"context"
 
+	"relay/protocol"
 	"relay/realm/api"
 	"relay/store"
 )
@@ -15,12 +16,20 @@ import (
 // transaction, so the grant records its agent atomically; an error from bind
 // undoes the registration.
 func (s *Service) RegisterGrant(ctx context.Context, bind func(tx *store.Tx, n uint64) error) (uint64, error) {
-	_, rec, err := s.registerWith(ctx, true, bind)
+	var n uint64
+	var done func()
+	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		var err error
+		if n, done, err = s.RegisterGrantIn(tx); err != nil {
+			return nil, err
+		}
+		return nil, bind(tx, n)
+	})
 	if err != nil {
 		return 0, err
 	}
-	s.log.Info("corpus agent registered for an OAuth grant", "author_id", rec.AuthorID)
-	return rec.N, nil
+	done()
+	return n, nil
 }
 
 // RegisterGrantIn is RegisterGrant in the caller's transaction tx: it
