@@ -62,14 +62,9 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusForbidden, loginData{Next: next, Error: "The login form had expired or did not come from this page (csrf). Try again."})
 		return
 	}
-	cred := strings.TrimSpace(r.PostForm.Get("secret"))
 	via := ""
-	switch {
-	case cred == "":
-	case c.cfg.CheckSecret(cred):
-		via = session.ViaSecret
-	case c.cfg.Sessions.CheckPassword(r.PostForm.Get("secret")):
-		via = session.ViaPassword
+	if cred := r.PostForm.Get("secret"); strings.TrimSpace(cred) != "" {
+		via = c.credentialVia(cred)
 	}
 	if via == "" {
 		c.log.Warn("console: failed login", "addr", r.RemoteAddr)
@@ -86,6 +81,18 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	c.setCookie(w, r, session.CookieName, cookie, "/", 0)
 	c.log.Info("console: login", "via", via, "addr", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// credentialVia says how cred proves the operator: as the operator secret
+// (spaces around it ignored), as the password, or "" when it is neither.
+func (c *Console) credentialVia(cred string) string {
+	switch {
+	case c.cfg.CheckSecret(strings.TrimSpace(cred)):
+		return session.ViaSecret
+	case c.cfg.Sessions.CheckPassword(cred):
+		return session.ViaPassword
+	}
+	return ""
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *visit) {
@@ -461,13 +468,7 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, s *visit)
 // session left open cannot change how one logs in.
 func (c *Console) setPassword(w http.ResponseWriter, r *http.Request, s *visit) {
 	cur, pw, again := r.PostForm.Get("current"), r.PostForm.Get("password"), r.PostForm.Get("again")
-	via := ""
-	switch {
-	case c.cfg.CheckSecret(strings.TrimSpace(cur)):
-		via = session.ViaSecret
-	case c.cfg.Sessions.CheckPassword(cur):
-		via = session.ViaPassword
-	}
+	via := c.credentialVia(cur)
 	var f flash
 	switch {
 	case via == "":
