@@ -65,6 +65,10 @@ func (s *Service) ingestRun(ctx context.Context, realm protocol.Realm, run []gos
 		return pubsub.ValidationAccept
 	}
 	run = append(run, s.takePending(realm, run[len(run)-1])...)
+	if run = s.timelyRun(realm, run, from); len(run) == 0 {
+		l.mu.Unlock()
+		return pubsub.ValidationAccept // held until its time
+	}
 	n, err := s.queueRun(ctx, realm, l, run)
 	return s.settle(ctx, realm, run, n, err, from)
 }
@@ -229,7 +233,7 @@ func (s *Service) hold(realm protocol.Realm, run []gossiped, from peer.ID) {
 			s.mu.Lock()
 			gapped = len(s.pending[realm]) > 0
 			s.mu.Unlock()
-			if gapped {
+			if gapped && !s.waitingForTime(realm) {
 				s.kick(from)
 			}
 		}
@@ -281,6 +285,10 @@ func (s *Service) flushPending(realm protocol.Realm) {
 			return
 		}
 		run := append([]gossiped{first}, s.takePending(realm, first)...)
+		if run = s.timelyRun(realm, run, ""); len(run) == 0 {
+			l.mu.Unlock()
+			return // held until its time
+		}
 		n, err := s.queueRun(s.ctx, realm, l, run)
 		if errors.Is(err, store.ErrDependency) {
 			s.noteWaiting(realm, err)

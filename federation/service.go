@@ -38,6 +38,10 @@ type Config struct {
 	// SyncInterval is how often each connected peer's heads are compared
 	// with ours (anti-entropy); a gap or a new connection does it at once.
 	SyncInterval time.Duration
+	// MaxAhead is how far past this node's clock a peer's event may be
+	// dated and still be taken; one dated later waits until it is no
+	// longer (see ahead.go).
+	MaxAhead time.Duration
 	// Blobs serves and keeps content-addressed blobs (images); may be nil.
 	Blobs  BlobStore
 	Logger *slog.Logger
@@ -51,7 +55,7 @@ type BlobStore interface {
 // DefaultConfig returns a federation config with the defaults of `relay
 // serve`.
 func DefaultConfig() Config {
-	return Config{SyncInterval: 10 * time.Second}
+	return Config{SyncInterval: 10 * time.Second, MaxAhead: time.Minute}
 }
 
 // Service is a realm's federation: the libp2p host, the realm directory,
@@ -89,7 +93,8 @@ type Service struct {
 	lanes     map[protocol.Realm]*lane
 	pulling   map[protocol.Realm]bool
 	gapTimers map[protocol.Realm]bool // a gap check is scheduled
-	retrying  atomic.Bool             // retryWaiting is running
+	aheadOf   map[protocol.Realm]aheadWait
+	retrying  atomic.Bool // retryWaiting is running
 
 	outbox chan []*store.StoredEvent
 }
@@ -102,6 +107,9 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	}
 	if cfg.SyncInterval <= 0 {
 		cfg.SyncInterval = DefaultConfig().SyncInterval
+	}
+	if cfg.MaxAhead <= 0 {
+		cfg.MaxAhead = DefaultConfig().MaxAhead
 	}
 	if cfg.Identity == nil || cfg.Realm == "" {
 		return nil, errors.New("federation: Config needs Realm and Identity")
@@ -121,7 +129,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
 		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{}, acked: map[protocol.Realm]map[string]bool{},
-		pending: map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{},
+		pending: map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{}, aheadOf: map[protocol.Realm]aheadWait{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
 	s.bw = metrics.NewBandwidthCounter()

@@ -354,9 +354,12 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 			if to <= m.Seq {
 				continue
 			}
+			if s.waitingForTime(realm) {
+				continue // its next event is dated ahead: asked for then
+			}
 			if err := s.pull(ctx, p.id, realm, key, m.Seq+1, to); err != nil {
-				if errors.Is(err, store.ErrDependency) {
-					continue // it waits on another realm: go on with the others
+				if errors.Is(err, store.ErrDependency) || errors.Is(err, errAhead) {
+					continue // it waits on another realm, or for its time: go on with the others
 				}
 				return err
 			}
@@ -513,7 +516,30 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 			next = at
 		}
 		ask()
-		wait, err := s.st.QueueChain(ctx, f.raws, verifyWith(key))
+		run, err := decodeRange(f.raws)
+		var ahead *aheadError
+		if err == nil {
+			var n int
+			if n, ahead = s.timely(run, time.Now()); ahead != nil {
+				run, f.raws = run[:n], f.raws[:n]
+			}
+		}
+		var wait func() (int, error)
+		if err == nil && len(run) > 0 {
+			wait, err = s.st.QueueDecodedChain(ctx, run, verifyWith(key))
+		}
+		if err == nil && ahead != nil {
+			// The rest waits for its time: store what came before it,
+			// and ask again then.
+			if wait != nil {
+				runs = append(runs, queued{f.raws, wait})
+			}
+			if err := settle(0); err != nil {
+				return err
+			}
+			s.waitUntil(realm, ahead, p)
+			return ahead
+		}
 		if err == nil {
 			runs = append(runs, queued{f.raws, wait})
 			err = settle(maxQueuedRuns - 1)
@@ -532,6 +558,19 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 	s.flushPending(realm)
 	s.retryWaiting()
 	return nil
+}
+
+// decodeRange decodes a range a peer sent, for QueueDecodedChain.
+func decodeRange(raws [][]byte) ([]store.Checked, error) {
+	run := make([]store.Checked, len(raws))
+	for i, raw := range raws {
+		ev, c, err := protocol.DecodeEvent(raw)
+		if err != nil {
+			return nil, fmt.Errorf("event %d of the run: %w", i, err)
+		}
+		run[i] = store.Checked{Event: ev, CID: c, Raw: raw}
+	}
+	return run, nil
 }
 
 // maxQueuedRuns is how many ranges catch-up has queued at the store at once.

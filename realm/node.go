@@ -43,6 +43,12 @@ type Config struct {
 	// SyncInterval is how often connected peers compare heads (anti-entropy);
 	// 0: the federation default.
 	SyncInterval time.Duration
+	// MaxClockAhead is how far past this node's clock a peer's event may be
+	// dated and still be taken at once; 0: the federation default.
+	MaxClockAhead time.Duration
+	// Clock dates this realm's events; nil: time.Now. Tests run a realm
+	// whose clock is off with it.
+	Clock func() time.Time
 	// InMemory keeps the store in memory: for tests; nothing survives.
 	InMemory bool
 	// HumanName is the operator's line: the human is human:<HumanName>.
@@ -191,6 +197,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	scfg.Logger = cfg.Logger
 	scfg.Realm = name
 	scfg.Key = id.Signing
+	if cfg.Clock != nil {
+		scfg.Now = cfg.Clock
+	}
 	st, err := store.Open(scfg)
 	if err != nil {
 		return nil, err
@@ -251,6 +260,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		fcfg.Blobs = n.parley
 		if cfg.SyncInterval > 0 {
 			fcfg.SyncInterval = cfg.SyncInterval
+		}
+		if cfg.MaxClockAhead > 0 {
+			fcfg.MaxAhead = cfg.MaxClockAhead
 		}
 		if n.fed, err = federation.New(st, fcfg); err == nil {
 			n.fedSet.Store(n.fed)

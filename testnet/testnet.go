@@ -45,6 +45,12 @@ type Config struct {
 	// SyncInterval is the anti-entropy period; 0: one second, so tests
 	// converge fast.
 	SyncInterval time.Duration
+	// MaxClockAhead is how far ahead of a realm's clock a peer's events may
+	// be dated and be taken at once; 0: the federation default.
+	MaxClockAhead time.Duration
+	// Skew sets, by realm name, how far that realm's clock runs ahead
+	// (negative: behind) when it dates its events.
+	Skew map[string]time.Duration
 	// RateLimit is requests per minute per credential at each realm; 0: the
 	// realm default; negative: off.
 	RateLimit int
@@ -142,6 +148,10 @@ func (n *Net) start(r *Realm) error {
 		cfg.P2PAddrs = nil
 	}
 	cfg.SyncInterval = n.cfg.SyncInterval
+	cfg.MaxClockAhead = n.cfg.MaxClockAhead
+	if d := n.cfg.Skew[r.Name]; d != 0 {
+		cfg.Clock = func() time.Time { return time.Now().Add(d) }
+	}
 	switch {
 	case n.cfg.RateLimit > 0:
 		cfg.RateLimit = n.cfg.RateLimit

@@ -1,0 +1,137 @@
+package federation
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/protocol"
+	"relay/store"
+)
+
+// Events dated ahead of this node's clock. An event's time is its realm's
+// word, and it orders what readers see: a thread's and a conversation's
+// latest activity, an inbox and its since cursor. A realm whose clock runs
+// ahead would set those on every realm that takes its events, and a reader
+// who went by them would skip what this node's own agents wrote meanwhile.
+// So an event dated more than Config.MaxAhead past this node's clock is not
+// taken yet. It waits, and its realm's later events with it (a chain cannot
+// skip one), until its date is no more than MaxAhead away: held gossip is
+// stored then, and catch-up asks again then. Nothing is lost and nothing is
+// refused; the realm's status says what waits and until when.
+
+// errAhead is the cause of an aheadError.
+var errAhead = errors.New("dated ahead of this node's clock")
+
+// aheadError says which event waits for its time, and until when.
+type aheadError struct {
+	seq     uint64
+	at, due time.Time
+	allowed time.Duration
+}
+
+func (e *aheadError) Error() string {
+	return fmt.Sprintf("dated %s, more than %s ahead of this node's clock: taken from %s",
+		e.at.Format(time.RFC3339Nano), e.allowed, e.due.Format(time.RFC3339Nano))
+}
+
+func (e *aheadError) Unwrap() error { return errAhead }
+
+// timely returns how many events at the start of run are dated no more
+// than MaxAhead past now, and, when that is not all of them, why the next
+// one waits.
+func (s *Service) timely(run []store.Checked, now time.Time) (int, *aheadError) {
+	limit := now.Add(s.cfg.MaxAhead).UnixMilli()
+	for i, c := range run {
+		if c.Event.At > limit {
+			at := c.Event.Time()
+			return i, &aheadError{seq: c.Event.Seq, at: at, due: at.Add(-s.cfg.MaxAhead), allowed: s.cfg.MaxAhead}
+		}
+	}
+	return len(run), nil
+}
+
+// timelyRun returns the part of a gossiped run of realm that may be taken
+// now. The rest is held until the first of it is due (from sent it, and is
+// asked again then if it is still missing).
+func (s *Service) timelyRun(realm protocol.Realm, run []gossiped, from peer.ID) []gossiped {
+	evs := make([]store.Checked, len(run))
+	for i, g := range run {
+		evs[i] = store.Checked{Event: g.ev, CID: g.c, Raw: g.raw}
+	}
+	n, ahead := s.timely(evs, time.Now())
+	if ahead == nil {
+		return run
+	}
+	s.mu.Lock()
+	m := s.pending[realm]
+	if m == nil {
+		m = map[uint64]gossiped{}
+		s.pending[realm] = m
+	}
+	for _, g := range run[n:] {
+		if len(m) < maxHeld {
+			m[g.ev.Seq] = g
+		}
+	}
+	s.mu.Unlock()
+	s.waitUntil(realm, ahead, from)
+	return run[:n]
+}
+
+// waitUntil notes that realm's next event waits for its time, and arranges
+// for it to be taken then: the held gossip is stored, and from (if any) is
+// asked for what is still missing.
+func (s *Service) waitUntil(realm protocol.Realm, ahead *aheadError, from peer.ID) {
+	s.noteWaiting(realm, fmt.Errorf("%w: event %d", ahead, ahead.seq))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if w, ok := s.aheadOf[realm]; ok && !w.due.After(ahead.due) {
+		if from != "" {
+			w.from = from
+			s.aheadOf[realm] = w
+		}
+		return // a timer for then or sooner is set
+	}
+	if w, ok := s.aheadOf[realm]; ok {
+		w.timer.Stop()
+		if from == "" {
+			from = w.from
+		}
+	}
+	w := aheadWait{due: ahead.due, from: from}
+	w.timer = time.AfterFunc(time.Until(ahead.due)+time.Millisecond, func() {
+		s.mu.Lock()
+		cur, ok := s.aheadOf[realm]
+		if ok && cur.due.Equal(ahead.due) {
+			delete(s.aheadOf, realm)
+		}
+		s.mu.Unlock()
+		if !ok || !cur.due.Equal(ahead.due) || s.ctx.Err() != nil {
+			return
+		}
+		s.flushPending(realm)
+		if cur.from != "" {
+			s.kick(cur.from)
+		}
+	})
+	s.aheadOf[realm] = w
+}
+
+// aheadWait is a realm whose next event waits for its time.
+type aheadWait struct {
+	due   time.Time
+	from  peer.ID // who to ask for the missing events then
+	timer *time.Timer
+}
+
+// waitingForTime reports whether realm's next event is known to wait for
+// its time: no catch-up of it is worth asking for before then.
+func (s *Service) waitingForTime(realm protocol.Realm) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.aheadOf[realm]
+	return ok && time.Now().Before(w.due)
+}
