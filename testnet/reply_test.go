@@ -27,9 +27,10 @@ func as(r *Realm, token string) *Realm {
 
 type postAnswer struct {
 	Message struct {
-		ID      string `json:"id"`
-		CID     string `json:"cid"`
-		Status  string `json:"status"`
+		ID      string   `json:"id"`
+		CID     string   `json:"cid"`
+		Claims  []string `json:"claims"`
+		Status  string   `json:"status"`
 		Refusal *struct {
 			Reason string `json:"reason"`
 		} `json:"refusal"`
@@ -91,7 +92,8 @@ func TestReplyAcrossRealms(t *testing.T) {
 	if st := call(t, r1, "POST", "/api/v1/threads/th_2/close", map[string]any{}, nil); st/100 != 2 {
 		t.Fatalf("close th_2: %d", st)
 	}
-	st = call(t, agent, "POST", "/api/v1/threads/r1:th_2/messages", map[string]any{"kind": "answer", "body": "too late"}, &out)
+	st = call(t, agent, "POST", "/api/v1/threads/r1:th_2/messages", map[string]any{"kind": "answer", "body": "too late",
+		"claims": []map[string]any{{"statement": "asserted in a reply that comes too late"}}}, &out)
 	if st/100 != 2 || out.Message.Status != "pending" {
 		t.Fatalf("reply while cut off: %d %+v", st, out)
 	}
@@ -118,6 +120,51 @@ func TestReplyAcrossRealms(t *testing.T) {
 			t.Fatalf("%s: a refused reply joined r1:th_2", r.Name)
 		}
 	}
+	// What the refused reply asserted is in no thread: every realm says
+	// so, and r2 takes no act on it or on the reply.
+	if len(out.Message.Claims) != 1 {
+		t.Fatalf("the refused reply's claims: %v", out.Message.Claims)
+	}
+	claim := out.Message.Claims[0]
+	for _, r := range net.Realms {
+		k := claim
+		if r != r2 {
+			k = "r2:" + claim
+		}
+		var cl struct {
+			Claim struct {
+				Status  string `json:"status"`
+				Refusal *struct {
+					Reason string `json:"reason"`
+				} `json:"refusal"`
+			} `json:"claim"`
+		}
+		if st := call(t, r, "GET", "/api/v1/claims/"+k, nil, &cl); st != http.StatusOK || cl.Claim.Status != "refused" || cl.Claim.Refusal == nil || cl.Claim.Refusal.Reason != "thread_closed" {
+			t.Fatalf("%s: claim %s of the refused reply: %d %+v", r.Name, k, st, cl.Claim)
+		}
+	}
+	var refusal postAnswer
+	if st := call(t, agent, "POST", "/api/v1/claims/"+claim+"/attest", map[string]any{"verdict": "supports"}, &refusal); st != http.StatusNotFound || refusal.Reason != "claim_not_found" {
+		t.Fatalf("attest a claim of a refused reply: %d %+v", st, refusal)
+	}
+	refusal = postAnswer{}
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "refute", "body": "not so", "refutes": []string{claim},
+		"evidence": []map[string]any{{"kind": "note", "value": "see above"}}}, &refusal); st != http.StatusNotFound || refusal.Reason != "claim_not_found" {
+		t.Fatalf("refute a claim of a refused reply: %d %+v", st, refusal)
+	}
+	if st := call(t, r1, "POST", "/api/v1/threads/th_2/reopen", map[string]any{}, nil); st/100 != 2 {
+		t.Fatalf("reopen th_2: %d", st)
+	}
+	converge(t, net)
+	refusal = postAnswer{}
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:th_2/messages", map[string]any{"kind": "note", "body": "on my late answer", "parent": out.Message.ID}, &refusal); st != http.StatusNotFound || refusal.Reason != "parent_not_found" {
+		t.Fatalf("answer a refused reply: %d %+v", st, refusal)
+	}
+	if st := call(t, r1, "POST", "/api/v1/threads/th_2/close", map[string]any{}, nil); st/100 != 2 {
+		t.Fatalf("close th_2 again: %d", st)
+	}
+	converge(t, net)
+
 	// The author's inbox at r2 tells of both outcomes.
 	var inbox struct {
 		Replies []struct {

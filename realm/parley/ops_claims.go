@@ -3,6 +3,7 @@ package parley
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"relay/protocol"
@@ -28,6 +29,15 @@ type ClaimResult struct {
 	Claim ClaimOut `json:"claim"`
 }
 
+// claimOutIn is claimOut with the standing of the claim's message, when it
+// is a reply into another realm's thread, as tx holds it.
+func (s *Service) claimOutIn(tx *store.Tx, c *claimRec) (ClaimOut, error) {
+	out := s.claimOut(c)
+	st, ref, err := s.replyOutcome(tx, c.Message, c.Thread)
+	out.Status, out.Refusal = st, ref
+	return out, err
+}
+
 func (s *Service) loadClaimRef(tx *store.Tx, ref protocol.KeyRef) (*claimRec, error) {
 	id, ok, err := s.lookupRef(tx, protocol.KeyClaim, ref)
 	if err != nil {
@@ -51,7 +61,7 @@ func (s *Service) getClaim(ctx context.Context, c *api.Call, in claimIDIn) (Clai
 	err := s.st.View(func(tx *store.Tx) error {
 		cl, err := s.loadClaimRef(tx, in.ID)
 		if err == nil {
-			out.Claim = s.claimOut(cl)
+			out.Claim, err = s.claimOutIn(tx, cl)
 		}
 		return err
 	})
@@ -77,8 +87,9 @@ func (s *Service) threadClaims(ctx context.Context, c *api.Call, in threadIDIn) 
 			if _, err := tx.GetJSON(key(pfxClaim, v), &cl); err != nil {
 				return err
 			}
-			out.Claims = append(out.Claims, s.claimOut(&cl))
-			return nil
+			co, err := s.claimOutIn(tx, &cl)
+			out.Claims = append(out.Claims, co)
+			return err
 		})
 	})
 	return out, err
@@ -147,6 +158,11 @@ func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol
 			return nil, err
 		}
 		id = rid{cl.Realm, cl.N}
+		if st, why, err := s.replyOutcome(tx, cl.Message, cl.Thread); err != nil {
+			return nil, err
+		} else if st == ReplyRefused {
+			return nil, notInThread(protocol.ReasonClaimNotFound, fmt.Sprintf("Claim %q", ref), cl.Thread, why)
+		}
 		data, err := f(cl)
 		if err != nil {
 			return nil, err
@@ -166,8 +182,8 @@ func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol
 		if err := json.Unmarshal(b, &cl); err != nil {
 			return err
 		}
-		out.Claim = s.claimOut(&cl)
-		return nil
+		out.Claim, err = s.claimOutIn(tx, &cl)
+		return err
 	})
 	return out, err
 }

@@ -111,6 +111,11 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			if !ok || pm.Thread != tid {
 				return nil, protocol.Refusef(protocol.ReasonParentNotFound, "Message %q is not in this thread.", env.Parent).With("field", "parent")
 			}
+			if st, why, err := s.replyOutcome(tx, pid, tid); err != nil {
+				return nil, err
+			} else if st == ReplyRefused {
+				return nil, notInThread(protocol.ReasonParentNotFound, fmt.Sprintf("Message %q", env.Parent), tid, why).With("field", "parent")
+			}
 			if pid.Realm == s.realm && pm.Identity == p.Identity.String() && pm.Extension == ext {
 				return nil, protocol.Refusef(protocol.ReasonSelfReply, "%s (extension %q) cannot reply to its own message; use another extension.", pm.Identity, ext)
 			}
@@ -139,6 +144,11 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			var c claimRec
 			if _, err := tx.GetJSON(key(pfxClaim, cid.bytes()), &c); err != nil {
 				return nil, err
+			}
+			if st, why, err := s.replyOutcome(tx, c.Message, c.Thread); err != nil {
+				return nil, err
+			} else if st == ReplyRefused {
+				return nil, notInThread(protocol.ReasonClaimNotFound, fmt.Sprintf("Claim %q", r), c.Thread, why).With("field", "refutes")
 			}
 			if _, ref := protocol.ClaimRefute(c.State); ref != nil {
 				return nil, ref

@@ -400,6 +400,30 @@ func (s *Service) awaitDecision(ctx context.Context, c string, d time.Duration) 
 	return false
 }
 
+// replyOutcome is the status of message id, and why it was refused, when
+// it is a reply from another realm into thread; "" for a message of the
+// thread's own realm, which joins it when posted.
+func (s *Service) replyOutcome(tx *store.Tx, id, thread rid) (string, *Refusal, error) {
+	if id.Realm == thread.Realm {
+		return "", nil, nil
+	}
+	var m messageRec
+	if _, err := tx.GetJSON(key(pfxMessage, id.bytes()), &m); err != nil {
+		return "", nil, err
+	}
+	return m.Status, m.Refusal, nil
+}
+
+// notInThread refuses an act on a record of a reply its thread's realm
+// refused: what it asserted never joined the thread.
+func notInThread(reason protocol.Reason, what string, thread rid, ref *Refusal) *protocol.Refusal {
+	why := "refused"
+	if ref != nil && ref.Reason != "" {
+		why = ref.Reason
+	}
+	return protocol.Refusef(reason, "%s is in no thread: realm %s refused the reply it came in (%s).", what, thread.Realm, why)
+}
+
 // replyStatus is the status of the message whose event is c.
 func (s *Service) replyStatus(c string) (string, error) {
 	pc, err := protocol.ParseCID(c)

@@ -131,6 +131,10 @@ type ClaimOut struct {
 	SupersededBy       *string             `json:"superseded_by"`
 	CreatedAt          time.Time           `json:"created_at"`
 	UpdatedAt          time.Time           `json:"updated_at"`
+	// Status and Refusal are those of the claim's message when it is a
+	// reply into another realm's thread.
+	Status  string   `json:"status,omitempty" jsonschema:"set when the claim was asserted in a reply into another realm's thread: pending until that realm decides, accepted, or refused (the claim is then in no thread, and takes no attestation, seal or refutation)"`
+	Refusal *Refusal `json:"refusal,omitempty" jsonschema:"why the thread's realm refused the reply that asserted the claim"`
 }
 
 // StateEvent is one entry of a thread's state history.
