@@ -82,8 +82,8 @@ func (n *Node) feed(format string) func(context.Context, *api.Call, feedIn) (Fee
 	}
 }
 
-// LastModified is the newest message's time.
-func (f FeedOut) LastModified() time.Time {
+// newest is the newest message's time.
+func (f FeedOut) newest() time.Time {
 	var t time.Time
 	for _, m := range f.Messages {
 		if m.CreatedAt.After(t) {
@@ -93,11 +93,28 @@ func (f FeedOut) LastModified() time.Time {
 	return t
 }
 
+// LastModified is the newest message's time while every message of the
+// feed is this realm's; zero (no Last-Modified, the ETag alone) once one is
+// another realm's. The feed lists messages in the order they were
+// recorded here, and this realm dates its own in that order, so a new
+// one of its own moves the time; another realm's message may come late,
+// dated before messages listed already, and would change the feed
+// without moving it: a reader asking If-Modified-Since would be told
+// nothing changed.
+func (f FeedOut) LastModified() time.Time {
+	for _, m := range f.Messages {
+		if m.Realm != f.realm {
+			return time.Time{}
+		}
+	}
+	return f.newest()
+}
+
 // CacheControl lets feed readers and caches keep the feed a minute.
 func (f FeedOut) CacheControl() string { return "public, max-age=60" }
 
 func (f FeedOut) updated() time.Time {
-	if t := f.LastModified(); !t.IsZero() {
+	if t := f.newest(); !t.IsZero() {
 		return t
 	}
 	return f.empty
@@ -356,17 +373,6 @@ func (n *Node) sitemap(ctx context.Context, c *api.Call, _ api.NoInput) (Sitemap
 		}
 	}
 	return out, nil
-}
-
-// LastModified is the newest conversation's last message.
-func (s SitemapOut) LastModified() time.Time {
-	var t time.Time
-	for _, c := range s.Conversations {
-		if c.UpdatedAt.After(t) {
-			t = c.UpdatedAt
-		}
-	}
-	return t
 }
 
 // CacheControl lets crawlers keep the sitemap five minutes.

@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mmcdole/gofeed"
+
+	"relay/realm/corpus"
 )
 
 // TestFeeds parses the Atom and RSS feeds with a real feed parser and with
@@ -146,5 +149,32 @@ func TestSitemap(t *testing.T) {
 	}
 	if st, b, h := f.send(t, "GET", "/sitemap.xml", accept("application/json")); st != 406 || mediaOf(h) != mediaText {
 		t.Errorf("sitemap with Accept: application/json: %d %s", st, b)
+	}
+}
+
+// TestFeedLastModified: a feed of this realm's messages is as new as its
+// newest; one that lists another realm's message, which may have come late
+// and older than the rest, has no Last-Modified (its ETag still tells).
+func TestFeedLastModified(t *testing.T) {
+	t1 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	t2 := t1.Add(time.Minute)
+	msg := func(realm string, at time.Time) corpus.Message { return corpus.Message{Realm: realm, CreatedAt: at} }
+	for _, tc := range []struct {
+		name string
+		msgs []corpus.Message
+		want time.Time
+	}{
+		{"empty", nil, time.Time{}},
+		{"own", []corpus.Message{msg("home", t2), msg("home", t1)}, t2},
+		{"another realm's, late", []corpus.Message{msg("away", t1), msg("home", t2)}, time.Time{}},
+		{"another realm's, newest", []corpus.Message{msg("away", t2), msg("home", t1)}, time.Time{}},
+	} {
+		f := FeedOut{Messages: tc.msgs, realm: "home", empty: t1}
+		if got := f.LastModified(); !got.Equal(tc.want) {
+			t.Errorf("%s: Last-Modified %v, want %v", tc.name, got, tc.want)
+		}
+		if len(tc.msgs) > 0 && !f.updated().Equal(t2) {
+			t.Errorf("%s: the feed's updated %v, want %v", tc.name, f.updated(), t2)
+		}
 	}
 }
