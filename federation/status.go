@@ -126,24 +126,14 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 		highest[r] = h
 	}
 	s.stats.mu.Unlock()
-	parked, err := s.st.ParkedEvents(0)
+	// Each realm's count of parked events, its first parked one and its
+	// first refused one: counts as the store keeps them, the rest read in
+	// parking order up to statusParkedBudget events, so that a status
+	// (or a metrics scrape) costs the same however many are parked.
+	parkedN := s.st.ParkedCounts()
+	firstParked, refused, err := s.st.FirstParked(names, statusParkedBudget)
 	if err != nil {
 		return nil, err
-	}
-	// Each realm's first parked event, first refused one, and count of the
-	// parked: ParkedEvents lists them in parking order.
-	firstParked, refused := map[protocol.Realm]store.ParkedEvent{}, map[protocol.Realm]store.ParkedEvent{}
-	parkedN := map[protocol.Realm]int{}
-	for _, p := range parked {
-		first := firstParked
-		if p.Refused {
-			first = refused
-		} else {
-			parkedN[p.Realm]++
-		}
-		if _, ok := first[p.Realm]; !ok {
-			first[p.Realm] = p
-		}
 	}
 	out := make([]RealmStatus, 0, len(names))
 	for r := range names {
@@ -165,8 +155,10 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 			rs.Waiting = fmt.Sprintf("event %d, since %s: %s", w.head+1, w.since.UTC().Format(time.RFC3339), w.why)
 		}
 		if rs.Parked = parkedN[r]; rs.Parked > 0 && rs.Waiting == "" {
-			p := firstParked[r]
-			rs.Waiting = fmt.Sprintf("%d held, not shown yet; event %d, since %s: %s", rs.Parked, p.Seq, p.At.Format(time.RFC3339), p.Why)
+			rs.Waiting = fmt.Sprintf("%d held, not shown yet", rs.Parked)
+			if p, ok := firstParked[r]; ok {
+				rs.Waiting += fmt.Sprintf("; event %d, since %s: %s", p.Seq, p.At.Format(time.RFC3339), p.Why)
+			}
 		}
 		if p, ok := refused[r]; ok {
 			rs.Refused = fmt.Sprintf("event %d, held since %s and refused once its records came: %s", p.Seq, p.At.Format(time.RFC3339), p.Why)
@@ -177,6 +169,10 @@ func (s *Service) Realms() ([]RealmStatus, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Realm < out[j].Realm })
 	return out, nil
 }
+
+// statusParkedBudget bounds the parked events, and the refused ones, a
+// status reads to name each realm's first.
+const statusParkedBudget = 10_000
 
 // IsBlocked reports whether the operator blocked realm.
 func (s *Service) IsBlocked(r protocol.Realm) bool {

@@ -48,8 +48,8 @@ func (m *metrics) observe(op, transport string, status int, d time.Duration) {
 
 // federationCollector reads the federation's state at each scrape.
 type federationCollector struct {
-	fed                                            *federation.Service
-	peers, head, lag, received, refused, published *prometheus.Desc
+	fed                                                    *federation.Service
+	peers, head, lag, parked, received, refused, published *prometheus.Desc
 }
 
 func newFederationCollector(f *federation.Service) *federationCollector {
@@ -57,6 +57,7 @@ func newFederationCollector(f *federation.Service) *federationCollector {
 		peers:     prometheus.NewDesc("relay_federation_peers", "Peers by connection state.", []string{"state"}, nil),
 		head:      prometheus.NewDesc("relay_federation_realm_head", "The newest seq held of each realm.", []string{"realm"}, nil),
 		lag:       prometheus.NewDesc("relay_federation_realm_lag", "Events of each realm seen at a peer and not yet held.", []string{"realm"}, nil),
+		parked:    prometheus.NewDesc("relay_federation_realm_parked", "Events of each realm held but not shown yet: each waits for a record not held here.", []string{"realm"}, nil),
 		received:  prometheus.NewDesc("relay_federation_received_total", "Events stored from peers, by way (gossip, catchup).", []string{"way"}, nil),
 		refused:   prometheus.NewDesc("relay_federation_refused_total", "Events and requests from peers refused, by cause.", []string{"cause"}, nil),
 		published: prometheus.NewDesc("relay_federation_published_total", "Own events sent on the realm's topic.", nil, nil),
@@ -64,7 +65,7 @@ func newFederationCollector(f *federation.Service) *federationCollector {
 }
 
 func (c *federationCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.peers, c.head, c.lag, c.received, c.refused, c.published} {
+	for _, d := range []*prometheus.Desc{c.peers, c.head, c.lag, c.parked, c.received, c.refused, c.published} {
 		ch <- d
 	}
 }
@@ -81,6 +82,7 @@ func (c *federationCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, r := range rs {
 			ch <- prometheus.MustNewConstMetric(c.head, prometheus.GaugeValue, float64(r.Seq), r.Realm)
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(r.Lag), r.Realm)
+			ch <- prometheus.MustNewConstMetric(c.parked, prometheus.GaugeValue, float64(r.Parked), r.Realm)
 		}
 	}
 	cs := c.fed.Counters()

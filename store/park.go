@@ -399,6 +399,52 @@ func (tx *Tx) unparkRun(ps []ParkedEvent) (int, error) {
 	return len(ps), nil
 }
 
+// ParkedCounts returns how many events of each realm wait parked (not
+// refused), as committed.
+func (s *Store) ParkedCounts() map[protocol.Realm]int {
+	s.headsMu.RLock()
+	defer s.headsMu.RUnlock()
+	out := make(map[protocol.Realm]int, len(s.parkedN))
+	for r, n := range s.parkedN {
+		out[protocol.Realm(r)] = n
+	}
+	return out
+}
+
+// FirstParked returns, for each realm of realms, the first of its events
+// still parked (not refused) and the first refused, reading at most budget
+// parked events of each kind in parking order: a realm whose first one
+// lies beyond is left out.
+func (s *Store) FirstParked(realms map[protocol.Realm]bool, budget int) (parked, refused map[protocol.Realm]ParkedEvent, err error) {
+	parked, refused = map[protocol.Realm]ParkedEvent{}, map[protocol.Realm]ParkedEvent{}
+	err = s.View(func(tx *Tx) error {
+		for _, pre := range [][]byte{prefixParked, prefixRefused} {
+			first, read := parked, 0
+			if bytes.Equal(pre, prefixRefused) {
+				first = refused
+			}
+			err := tx.Iterate(pre, false, func(k, v []byte) error {
+				if read++; read > budget {
+					return ErrStop
+				}
+				p, err := decodeParked(k, v)
+				if err != nil {
+					return err
+				}
+				if _, ok := first[p.Realm]; !ok && realms[p.Realm] {
+					first[p.Realm] = p
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return parked, refused, err
+}
+
 // ParkedEvents returns up to limit parked events (all when limit ≤ 0): those
 // waiting, in the order they were parked, then those refused.
 func (s *Store) ParkedEvents(limit int) ([]ParkedEvent, error) {

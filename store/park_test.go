@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -149,6 +150,44 @@ func arrival(t testing.TB, s *Store) []string {
 // which wait behind it; other realms go on. Once the record arrives they
 // are projected in their chain's order, at the sequences they then get.
 // Parked events are kept across a restart.
+// checkParked checks the store's parked counts, and each realm's first
+// parked and first refused event, against a reading of every one.
+func checkParked(t *testing.T, s *Store) {
+	t.Helper()
+	all, err := s.ParkedEvents(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[protocol.Realm]int{}
+	realms := map[protocol.Realm]bool{}
+	firstParked, firstRefused := map[protocol.Realm]ParkedEvent{}, map[protocol.Realm]ParkedEvent{}
+	for _, p := range all {
+		realms[p.Realm] = true
+		first := firstParked
+		if p.Refused {
+			first = firstRefused
+		} else {
+			want[p.Realm]++
+		}
+		if _, ok := first[p.Realm]; !ok {
+			first[p.Realm] = p
+		}
+	}
+	if got := s.ParkedCounts(); !maps.Equal(got, want) {
+		t.Fatalf("parked counts %v, want %v", got, want)
+	}
+	parked, refused, err := s.FirstParked(realms, len(all)+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(a, b ParkedEvent) bool {
+		return a.Realm == b.Realm && a.Seq == b.Seq && a.Why == b.Why && a.Refused == b.Refused
+	}
+	if !maps.EqualFunc(parked, firstParked, same) || !maps.EqualFunc(refused, firstRefused, same) {
+		t.Fatalf("first parked %+v and refused %+v, want %+v and %+v", parked, refused, firstParked, firstRefused)
+	}
+}
+
 func TestPark(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -179,6 +218,7 @@ func TestPark(t *testing.T) {
 	if se, err := s.EventAt("b", 1); err != nil || se.Sequence != 0 {
 		t.Fatalf("the parked event: %+v %v", se, err)
 	}
+	checkParked(t, s)
 
 	// Held across a restart, and a duplicate of it is a duplicate.
 	if err := s.Close(); err != nil {
@@ -194,6 +234,7 @@ func TestPark(t *testing.T) {
 	if parked, _ := s.ParkedEvents(0); len(parked) != 3 {
 		t.Fatalf("after the restart, parked %+v", parked)
 	}
+	checkParked(t, s)
 
 	// x's record arrives: b's events are projected after it, in order.
 	if _, err := s.Ingest(ctx, x[0], verifyWith(xKey)); err != nil {
@@ -206,6 +247,7 @@ func TestPark(t *testing.T) {
 	if got, want := arrival(t, s), []string{"y:1@1", "x:1@2", "b:1@3", "b:2@4", "b:3@5"}; !slices.Equal(got, want) {
 		t.Fatalf("projected %v, want %v", got, want)
 	}
+	checkParked(t, s)
 	if c := counts(t, s); c["t.need"] != 2 || c["t.make"] != 3 {
 		t.Fatalf("counted %v", c)
 	}
@@ -447,6 +489,7 @@ func TestParkedThenRefused(t *testing.T) {
 	if got := <-told; got != "b:1 t.bad breaks a rule" {
 		t.Fatalf("told %q", got)
 	}
+	checkParked(t, s)
 
 	// The export's order (x:1 b:1 b:2), restored into a fresh store: the
 	// projector refuses b:1, and RestoreRefused keeps it so, as an import
@@ -477,6 +520,7 @@ func TestParkedThenRefused(t *testing.T) {
 	if p, _ := dst2.ParkedEvents(0); len(p) != 1 || !p[0].Refused {
 		t.Fatalf("restored, parked %+v", p)
 	}
+	checkParked(t, dst2)
 	if hs, _ := dst2.Heads(); hs["b"].Seq != 2 {
 		t.Fatalf("b's head %v", hs["b"])
 	}
@@ -877,6 +921,7 @@ func TestRefusedTriedAfterUpgrade(t *testing.T) {
 	if !refused() {
 		t.Fatalf("the same version again: parked %+v", must(s.ParkedEvents(0)))
 	}
+	checkParked(t, s)
 	s.Close()
 
 	told := 0
@@ -888,6 +933,7 @@ func TestRefusedTriedAfterUpgrade(t *testing.T) {
 	if p, err := s.ParkedEvents(0); err != nil || len(p) != 0 || told != 0 {
 		t.Fatalf("after the upgrade, parked %+v %v, told %d", p, err, told)
 	}
+	checkParked(t, s)
 	if got, want := arrival(t, s), []string{"x:1@1", "b:2@2", "b:1@3"}; !slices.Equal(got, want) {
 		t.Fatalf("projected %v, want %v", got, want)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -135,6 +136,7 @@ type Store struct {
 	panicsMu      sync.Mutex
 	panicsNoted   map[string]struct{} // panics of retried ops logged with their stack
 	waitingAtOpen map[string]int      // x/pk/ by realm, for the committer's count
+	parkedN       map[string]int      // x/pk/ by realm, as committed (under headsMu)
 
 	rebuildNeeded atomic.Bool
 	rebuilding    atomic.Bool
@@ -357,6 +359,7 @@ func (s *Store) load() error {
 		if err != nil {
 			return err
 		}
+		s.parkedN = maps.Clone(s.waitingAtOpen)
 		return tx.Iterate(prefixHead, false, func(k, v []byte) error {
 			h, err := decodeHead(v)
 			if err != nil {

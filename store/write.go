@@ -241,7 +241,8 @@ func anyKept(ops []*op) bool {
 	return false
 }
 
-// publish advances the committed heads and sequence past the kept ops.
+// publish advances the committed heads, sequence and parked counts past
+// the kept ops.
 func (s *Store) publish(ops []*op) {
 	s.headsMu.Lock()
 	defer s.headsMu.Unlock()
@@ -251,6 +252,11 @@ func (s *Store) publish(ops []*op) {
 		}
 		for r, h := range o.tx.heads {
 			s.heads[r] = h
+		}
+		for r, d := range o.tx.waitDelta {
+			if s.parkedN[r] += d; s.parkedN[r] <= 0 {
+				delete(s.parkedN, r)
+			}
 		}
 		s.seq.Store(o.tx.seq)
 	}

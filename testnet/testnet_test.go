@@ -133,7 +133,7 @@ func TestFederationSurfaces(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, series := range []string{`relay_federation_peers{state="connected"} 1`, `relay_federation_realm_head{realm="r2"}`, "relay_federation_realm_lag"} {
+	for _, series := range []string{`relay_federation_peers{state="connected"} 1`, `relay_federation_realm_head{realm="r2"}`, "relay_federation_realm_lag", "relay_federation_realm_parked"} {
 		if !strings.Contains(string(b), series) {
 			t.Errorf("/metrics lacks %s", series)
 		}
