@@ -81,7 +81,9 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 // (message, realm-prefixed) is not held, and its realm's events are taken
 // here: a reply of a realm blocked or quarantined here will not come, and
 // the acceptance is kept for it, as a refusal is, rather than hold its
-// thread back for good.
+// thread back for good. The acceptance carries what the reply does to the
+// thread (its effect), which is applied at once; the reply, should it come,
+// joins the thread's messages where it was accepted.
 func (pr projector) replyHeld(tx *store.Tx, replyCID, message string) error {
 	c, err := protocol.ParseCID(replyCID)
 	if err != nil {

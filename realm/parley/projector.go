@@ -268,9 +268,18 @@ func (p *apply) message(d messageData, opened bool) error {
 // A local message joins when posted; a reply from another realm when the
 // thread's realm accepts it.
 func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) error {
-	tid, mid := t.id(), rid{m.Realm, m.N}
+	if err := p.joinContent(t.id(), m, p.se.Sequence); err != nil {
+		return err
+	}
+	return p.joinThread(t, old, m, len(m.Claims), change)
+}
+
+// joinContent puts a message among its thread's messages at sequence seq,
+// with the claims it asserts, refutes or supersedes.
+func (p *apply) joinContent(tid rid, m *messageRec, seq uint64) error {
+	mid := rid{m.Realm, m.N}
 	for i, c := range m.Claims {
-		if err := p.tx.Set(ridKey(pfxThreadCl, tid, p.se.Sequence, uint64(i)), c.bytes()); err != nil {
+		if err := p.tx.Set(ridKey(pfxThreadCl, tid, seq, uint64(i)), c.bytes()); err != nil {
 			return err
 		}
 	}
@@ -299,14 +308,19 @@ func (p *apply) join(t, old *threadRec, m *messageRec, change *protocol.Change) 
 	if err := p.r.heads.setAs(p.tx, ridKey(pfxMessage, mid), m, headOf(m)); err != nil {
 		return err
 	}
-	if err := p.tx.Set(ridKey(pfxThreadMs, tid, p.se.Sequence), mid.bytes()); err != nil {
-		return err
-	}
+	return p.tx.Set(ridKey(pfxThreadMs, tid, seq), mid.bytes())
+}
+
+// joinThread is what a message joining thread t does to it: the author's
+// part in it, its counters (claims of the message), its awaiting, its last
+// message and the state change its act makes.
+func (p *apply) joinThread(t, old *threadRec, m *messageRec, claims int, change *protocol.Change) error {
+	tid, mid := t.id(), rid{m.Realm, m.N}
 	if err := p.participate(old, m.Realm, m.Identity, tid); err != nil {
 		return err
 	}
 	t.Messages++
-	t.Claims += len(m.Claims)
+	t.Claims += claims
 	t.Awaiting = m.Awaiting
 	t.UpdatedAt = p.at
 	// When it joined the thread: another realm's reply joins when its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -40,6 +41,28 @@ type decisionData struct {
 	Change  *protocol.Change `cbor:"change,omitempty"`
 	Reason  string           `cbor:"reason,omitempty"`
 	Error   string           `cbor:"error,omitempty"`
+	// Effect is what the accepted reply does to the thread, besides
+	// Change: a replica that will not get the reply (its realm is blocked
+	// or quarantined there) shows the thread as the thread's realm does.
+	Effect *replyEffect `cbor:"effect,omitempty"`
+}
+
+// replyEffect is what an accepted reply does to its thread: the thread's
+// last message, its awaiting and its counters. The reply's author is the
+// decision event's.
+type replyEffect struct {
+	Kind      string `cbor:"kind"`
+	Extension string `cbor:"extension,omitempty"`
+	Claims    int    `cbor:"claims,omitempty"`
+}
+
+// check refuses an effect no thread's realm would write.
+func (e *replyEffect) check() error {
+	if !slices.Contains(protocol.Acts, protocol.Act(e.Kind)) || e.Claims < 0 || e.Claims > protocol.DefaultParleyLimits.ClaimsPerMessage ||
+		protocol.CodePoints(e.Extension) > protocol.DefaultParleyLimits.Extension {
+		return fmt.Errorf("parley: a reply's effect out of bounds: %+v", *e)
+	}
+	return nil
 }
 
 // decisionRec is a decision kept until its reply arrives, with what of
@@ -55,6 +78,11 @@ type decisionRec struct {
 	CID      string           `json:"cid"`
 	Seq      uint64           `json:"seq"` // the decision's seq in the thread's realm's chain
 	Author   string           `json:"author"`
+	// Applied: the reply's effect on the thread was applied with the
+	// decision, at Sequence here; the reply only joins the thread's
+	// messages when it comes, in that place.
+	Applied  bool   `json:"applied,omitempty"`
+	Sequence uint64 `json:"sequence,omitempty"`
 }
 
 // Refusal is why a thread's realm refused a reply: the seed's reason.
@@ -86,6 +114,13 @@ func (p *apply) reply(m *messageRec) error {
 	// Settle as the decision's event did: its realm, seq, time and CID.
 	as := *p
 	as.realm, as.seq, as.at, as.cid, as.by = dec.Thread.Realm, dec.Seq, dec.At, dec.CID, dec.Author
+	if dec.Applied {
+		// The thread took the reply's effect with the decision, and may
+		// have moved on since: the reply only joins its messages, where
+		// it was accepted.
+		m.Status = ReplyAccepted
+		return as.joinContent(m.Thread, m, dec.Sequence)
+	}
 	return as.settle(m, dec)
 }
 
@@ -131,6 +166,16 @@ func (p *apply) decision(d decisionData, accepted bool) error {
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
+		if accepted && d.Effect != nil {
+			// The reply is of a realm whose events are not taken here
+			// (otherwise the acceptance would have waited for it): the
+			// thread goes on as at its realm, and the reply, should it
+			// come, joins its messages where it was accepted.
+			if err := p.replyJoined(tid, d); err != nil {
+				return err
+			}
+			dec.Applied, dec.Sequence = true, p.se.Sequence
+		}
 		return putJSON(p.tx, key(pfxDecision, c.Bytes()), &dec)
 	}
 	var m messageRec
@@ -168,6 +213,26 @@ func (p *apply) settle(m *messageRec, dec decisionRec) error {
 	}
 	old := *t
 	return p.join(t, &old, m, dec.Change)
+}
+
+// replyJoined applies to thread tid what the accepted reply of d does to
+// it, as join does with the reply at hand.
+func (p *apply) replyJoined(tid rid, d decisionData) error {
+	if err := d.Effect.check(); err != nil {
+		return err
+	}
+	mk, err := protocol.ParseKey(protocol.KeyMessage, d.Message)
+	if err != nil || mk.Realm == "" {
+		return fmt.Errorf("parley: a decision on %q: %v", d.Message, err)
+	}
+	t, err := p.loadThread(tid)
+	if err != nil {
+		return err
+	}
+	old := *t
+	kind := protocol.Act(d.Effect.Kind)
+	return p.joinThread(t, &old, &messageRec{Realm: mk.Realm, N: mk.N, Kind: kind, Identity: p.author(), Extension: d.Effect.Extension,
+		Awaiting: protocol.AwaitsReply(kind)}, d.Effect.Claims, d.Change)
 }
 
 // decider is the thread's realm's side: it decides on every reply into one
@@ -328,6 +393,7 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 		if ref2 == nil {
 			change, r := protocol.ActChange(t.State, m.Kind, protocol.StandingNone)
 			dd.Change, ref2 = change, r
+			dd.Effect = &replyEffect{Kind: string(m.Kind), Extension: m.Extension, Claims: len(m.Claims)}
 		}
 		typ := evReplyAccepted
 		if ref2 != nil {

@@ -1,0 +1,105 @@
+package testnet
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestThreadFollowsHomeWhileReplierBlocked: r3 blocks r2, whose agent
+// answers in r1's thread; r1 accepts the answer and then decides. While r2
+// is blocked r3 does not hold the answer, yet shows r1's thread as r1 does
+// (the acceptance carries the answer's effect on it); unblocked, r3 gets
+// the answer, which joins the thread without undoing what came after it.
+func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	var opened struct {
+		Thread struct{ ID string } `json:"thread"`
+	}
+	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
+	converge(t, net)
+	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
+		t.Fatalf("block: %d", st)
+	}
+	agent := as(r2, agentToken(t, r2, "answerer"))
+	var out postAnswer
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+opened.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("reply: %d %+v", st, out)
+	}
+	type thread struct {
+		Thread struct {
+			State        string `json:"state"`
+			MessageCount int    `json:"message_count"`
+			Awaiting     bool   `json:"awaiting"`
+			Last         *struct {
+				ID   string `json:"id"`
+				Kind string `json:"kind"`
+				From struct {
+					Identity string `json:"identity"`
+				} `json:"from"`
+			} `json:"last_message"`
+		} `json:"thread"`
+	}
+	same := func(step string, wantState string) {
+		t.Helper()
+		var at1, at3 thread
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			at1, at3 = thread{}, thread{}
+			call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &at1)
+			call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &at3)
+			if at1.Thread.Last != nil && !strings.Contains(at1.Thread.Last.ID, ":") {
+				at1.Thread.Last.ID = "r1:" + at1.Thread.Last.ID // as r3 writes r1's keys
+			}
+			if at1.Thread.State == wantState && at3.Thread.State == wantState && at1.Thread.Last != nil && at3.Thread.Last != nil && *at1.Thread.Last == *at3.Thread.Last &&
+				at1.Thread.MessageCount == at3.Thread.MessageCount && at1.Thread.Awaiting == at3.Thread.Awaiting {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: r1 sees %+v %+v, r3 sees %+v %+v", step, at1.Thread, at1.Thread.Last, at3.Thread, at3.Thread.Last)
+			}
+		}
+	}
+	same("answered, r2 blocked at r3", "answered")
+	if st := call(t, r1, "POST", "/api/v1/threads/"+opened.Thread.ID+"/messages", map[string]any{"kind": "decide", "body": "The second one it is."}, nil); st/100 != 2 {
+		t.Fatalf("decide: %d", st)
+	}
+	same("decided, r2 blocked at r3", "decided")
+	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r2", nil, nil); st != 200 {
+		t.Fatalf("unblock: %d", st)
+	}
+	converge(t, net)
+	var m postAnswer
+	call(t, r3, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
+	if m.Message.Status != "accepted" {
+		t.Fatalf("r3: the reply is %q", m.Message.Status)
+	}
+	same("decided, r2 unblocked at r3", "decided")
+	// The answer is listed where r1 accepted it, before the decision.
+	type tree struct {
+		Messages []struct {
+			ID string `json:"id"`
+		} `json:"messages"`
+	}
+	var t1, t3 tree
+	call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &t1)
+	call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &t3)
+	var ids1, ids3 []string
+	for _, m := range t1.Messages {
+		if !strings.Contains(m.ID, ":") {
+			m.ID = "r1:" + m.ID
+		}
+		ids1 = append(ids1, m.ID)
+	}
+	for _, m := range t3.Messages {
+		ids3 = append(ids3, m.ID)
+	}
+	if !slices.Equal(ids1, ids3) || len(ids3) != 3 {
+		t.Fatalf("r1 lists %v, r3 lists %v", ids1, ids3)
+	}
+}
