@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
@@ -40,12 +41,13 @@ func (e *aheadError) Error() string {
 func (e *aheadError) Unwrap() error { return errAhead }
 
 // timely returns how many events at the start of run are dated no more
-// than MaxAhead past now, and, when that is not all of them, why the next
-// one waits.
-func (s *Service) timely(run []store.Checked, now time.Time) (int, *aheadError) {
+// than MaxAhead past now, or held already (below seq next: the store tells
+// a duplicate from an equivocation), and, when that is not all of them,
+// why the next one waits.
+func (s *Service) timely(run []store.Checked, now time.Time, next uint64) (int, *aheadError) {
 	limit := now.Add(s.cfg.MaxAhead).UnixMilli()
 	for i, c := range run {
-		if c.Event.At > limit {
+		if c.Event.At > limit && c.Event.Seq >= next {
 			at := c.Event.Time()
 			return i, &aheadError{seq: c.Event.Seq, at: at, due: at.Add(-s.cfg.MaxAhead), allowed: s.cfg.MaxAhead}
 		}
@@ -61,7 +63,11 @@ func (s *Service) timelyRun(realm protocol.Realm, run []gossiped, from peer.ID) 
 	for i, g := range run {
 		evs[i] = store.Checked{Event: g.ev, CID: g.c, Raw: g.raw}
 	}
-	n, ahead := s.timely(evs, time.Now())
+	heads, err := s.st.Heads()
+	if err != nil {
+		return run // the store says so when the run is queued
+	}
+	n, ahead := s.timely(evs, time.Now(), heads[realm].Seq+1)
 	if ahead == nil {
 		return run
 	}
@@ -102,7 +108,9 @@ func (s *Service) waitUntil(realm protocol.Realm, ahead *aheadError, from peer.I
 		}
 	}
 	w := aheadWait{due: ahead.due, from: from}
-	w.timer = time.AfterFunc(time.Until(ahead.due)+time.Millisecond, func() {
+	// An hour at most: the callback looks again, and a date beyond what a
+	// Duration holds must not wrap into the past.
+	w.timer = time.AfterFunc(min(time.Until(ahead.due), maxAheadTimer)+time.Millisecond, func() {
 		s.mu.Lock()
 		cur, ok := s.aheadOf[realm]
 		if ok && cur.due.Equal(ahead.due) {
@@ -118,6 +126,35 @@ func (s *Service) waitUntil(realm protocol.Realm, ahead *aheadError, from peer.I
 		}
 	})
 	s.aheadOf[realm] = w
+}
+
+// maxAheadTimer is the longest a wait's timer runs before it looks again.
+const maxAheadTimer = time.Hour
+
+// authenticNext reports whether run[n], an event of a range a peer sent
+// for realm from seq from, is the realm's next event after run[:n]: its
+// realm's, at its seq, linked to the one before (or to the held head) and
+// signed by the realm's key. Only such an event may make the realm wait:
+// another is the sender's doing, and the range is refused as it is.
+func (s *Service) authenticNext(realm protocol.Realm, key []byte, run []store.Checked, n int, from uint64) bool {
+	ev := run[n].Event
+	if ev.Realm != string(realm) || ev.Seq != from+uint64(n) {
+		return false
+	}
+	var prev cid.Cid
+	if n > 0 {
+		prev = run[n-1].CID
+	} else {
+		heads, err := s.st.Heads()
+		if err != nil || heads[realm].Seq != ev.Seq-1 {
+			return false
+		}
+		prev = heads[realm].CID
+	}
+	if ev.Seq > 1 && (!ev.Prev.Defined() || !ev.Prev.Cid.Equals(prev)) {
+		return false
+	}
+	return ev.Verify(key) == nil
 }
 
 // aheadWait is a realm whose next event waits for its time.

@@ -327,8 +327,8 @@ func (s *Service) retryWaiting() {
 	s.mu.Lock()
 	var realms []protocol.Realm
 	for r, m := range s.pending {
-		if len(m) > 0 {
-			realms = append(realms, r)
+		if w, ok := s.aheadOf[r]; len(m) > 0 && (!ok || !time.Now().Before(w.due)) {
+			realms = append(realms, r) // one waiting for its time is taken by its timer
 		}
 	}
 	s.mu.Unlock()

@@ -75,3 +75,14 @@ func (m Misbehaver) SendSync(ctx context.Context, p peer.ID, raw []byte) ([]byte
 	str.CloseWrite()
 	return io.ReadAll(str)
 }
+
+// ForgeRanges makes the node answer catch-up range requests with what f
+// returns for the realm and first seq asked (nil from f: the honest
+// answer); ForgeRanges(nil) makes it honest again.
+func (m Misbehaver) ForgeRanges(f func(realm protocol.Realm, from uint64) [][]byte) {
+	if f == nil {
+		m.s.forgeRange.Store(nil)
+		return
+	}
+	m.s.forgeRange.Store(&f)
+}

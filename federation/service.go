@@ -97,6 +97,8 @@ type Service struct {
 	retrying  atomic.Bool // retryWaiting is running
 
 	outbox chan []*store.StoredEvent
+
+	forgeRange atomic.Pointer[func(protocol.Realm, uint64) [][]byte] // Misbehaver.ForgeRanges
 }
 
 // New starts the federation of the realm whose log st is: it listens, joins

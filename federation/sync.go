@@ -102,6 +102,16 @@ func (s *Service) answerHeads(w *bufio.Writer) error {
 
 func (s *Service) answerRange(w *bufio.Writer, q *request) error {
 	realm := protocol.Realm(q.Realm)
+	if f := s.forgeRange.Load(); f != nil {
+		if raws := (*f)(realm, q.From); raws != nil {
+			for _, raw := range raws {
+				if err := writeFrame(w, raw); err != nil {
+					return err
+				}
+			}
+			return writeFrame(w, nil)
+		}
+	}
 	if !s.IsBlocked(realm) {
 		// Read in small steps, so that a range of large events never sits
 		// in memory whole; stop at the byte budget.
@@ -520,8 +530,12 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		var ahead *aheadError
 		if err == nil {
 			var n int
-			if n, ahead = s.timely(run, time.Now()); ahead != nil {
-				run, f.raws = run[:n], f.raws[:n]
+			if n, ahead = s.timely(run, time.Now(), from); ahead != nil {
+				if s.authenticNext(realm, key, run, n, from) {
+					run, f.raws = run[:n], f.raws[:n]
+				} else {
+					ahead = nil // not the realm's next event: the store says what is wrong with the range
+				}
 			}
 		}
 		var wait func() (int, error)
@@ -538,6 +552,8 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 				return err
 			}
 			s.waitUntil(realm, ahead, p)
+			s.flushPending(realm)
+			s.retryWaiting()
 			return ahead
 		}
 		if err == nil {

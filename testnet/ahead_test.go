@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"relay/protocol"
 )
 
 // TestEventsDatedAheadWait: r2's clock runs ahead of the others'. r1 and r3
@@ -109,4 +111,69 @@ func TestEventsDatedAheadWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChains(t, net)
+}
+
+// TestForgedAheadDoesNotStall: a peer answers r1's catch-up of r2 with an
+// event it signed itself, dated a year ahead. That is not r2's, so r1 does
+// not wait for its date: it refuses the range, and catches r2 up once a
+// peer answers honestly.
+func TestForgedAheadDoesNotStall(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Unpeered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	openThreads(t, r2, 3)
+	if err := net.Link(2, 1); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if h, _ := r3.Node.Store().Heads(); h["r2"].Seq >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("r3 did not get r2's events")
+		}
+	}
+	liar := r3.Node.Federation().Misbehave()
+	liar.ForgeRanges(func(realm protocol.Realm, from uint64) [][]byte {
+		if realm != "r2" {
+			return nil
+		}
+		se, err := r3.Node.Store().EventAt("r2", from)
+		if err != nil {
+			return nil
+		}
+		ev := *se.Event
+		ev.At, ev.Sig = time.Now().Add(365*24*time.Hour).UnixMilli(), nil
+		raw, _, err := liar.Sign(&ev) // r3's key, not r2's
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		return [][]byte{raw}
+	})
+	if err := net.Link(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		realms, err := r1.Node.Federation().Realms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range realms {
+			if rs.Realm == "r2" && strings.Contains(rs.Waiting, "ahead of this node's clock") {
+				t.Fatalf("r1 waits on a forged event: %s", rs.Waiting)
+			}
+		}
+	}
+	liar.ForgeRanges(nil)
+	if err := net.Link(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	openThreads(t, r2, 2)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatalf("r2 stalled at r1 by a forged event: %v", err)
+	}
 }
