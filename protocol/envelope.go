@@ -3,7 +3,9 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -87,6 +89,10 @@ func (k *KeyRef) UnmarshalJSON(b []byte) error {
 // Limits of the envelope beyond ParleyLimits.
 const (
 	MaxProvenanceBytes = 4096
+	// MaxProvenanceDepth is how deep provenance may nest objects and
+	// arrays: an event's data, in which provenance is a member of the
+	// message, is canonical CBOR of at most maxDataDepth levels.
+	MaxProvenanceDepth = 16
 	MaxEvidenceValue   = 2000
 	MaxEvidenceNote    = 500
 )
@@ -298,29 +304,35 @@ func checkProvenance(p map[string]any, maxURL int) *Refusal {
 	if len(b) > MaxProvenanceBytes {
 		return invalid("provenance", "max_size", "provenance holds at most %d bytes of JSON.", MaxProvenanceBytes)
 	}
-	var walk func(path string, v any) *Refusal
-	walk = func(path string, v any) *Refusal {
+	var walk func(path string, v any, depth int) *Refusal
+	walk = func(path string, v any, depth int) *Refusal {
 		switch x := v.(type) {
 		case string:
 			if (strings.HasPrefix(x, "http://") || strings.HasPrefix(x, "https://")) && CodePoints(x) > maxURL {
 				return invalid(path, "max_length", "A URL holds at most %d characters.", maxURL)
 			}
 		case map[string]any:
-			for k, e := range x {
-				if err := walk(path+"."+k, e); err != nil {
+			if depth > MaxProvenanceDepth {
+				return invalid("provenance", "max_depth", "provenance nests objects and arrays at most %d levels deep.", MaxProvenanceDepth)
+			}
+			for _, k := range slices.Sorted(maps.Keys(x)) {
+				if err := walk(path+"."+k, x[k], depth+1); err != nil {
 					return err
 				}
 			}
 		case []any:
+			if depth > MaxProvenanceDepth {
+				return invalid("provenance", "max_depth", "provenance nests objects and arrays at most %d levels deep.", MaxProvenanceDepth)
+			}
 			for i, e := range x {
-				if err := walk(path+"["+strconv.Itoa(i)+"]", e); err != nil {
+				if err := walk(path+"["+strconv.Itoa(i)+"]", e, depth+1); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	return walk("provenance", p)
+	return walk("provenance", p, 1)
 }
 
 // Ref is a reference to a Parley record: a key or a CID.

@@ -142,6 +142,9 @@ var validateTests = []validateTest{
 	{"provenance nested URL of 2001", func(e *Envelope) {
 		e.Provenance = map[string]any{"client": map[string]any{"links": []any{"x", urlOf(2001)}}}
 	}, ReasonInvalidBody, fieldRule("provenance.client.links[1]", "max_length")},
+	{"provenance nested 16 deep", func(e *Envelope) { e.Provenance = map[string]any{"x": nestedArrays(15)} }, "", nil},
+	{"provenance nested 17 deep", func(e *Envelope) { e.Provenance = map[string]any{"x": nestedArrays(16)} }, ReasonInvalidBody, fieldRule("provenance", "max_depth")},
+	{"provenance nested 31 deep", func(e *Envelope) { e.Provenance = map[string]any{"x": nestedArrays(30)} }, ReasonInvalidBody, fieldRule("provenance", "max_depth")},
 	{"provenance long text that is no URL", func(e *Envelope) { e.Provenance = map[string]any{"note": strings.Repeat("a", 3000)} }, "", nil},
 
 	// claims: ≤ 10, statement 1–500, evidence ≤ 16 of the eight kinds.
@@ -663,4 +666,13 @@ func detailsOf(r *Refusal) map[string]any {
 		return nil
 	}
 	return maps.Clone(r.Details)
+}
+
+// nestedArrays is n arrays, one inside the other.
+func nestedArrays(n int) any {
+	var v any = []any{}
+	for range n - 1 {
+		v = []any{v}
+	}
+	return v
 }

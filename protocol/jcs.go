@@ -183,3 +183,32 @@ func abs(n int) int {
 	}
 	return n
 }
+
+// JSONDepth returns how deep a JSON text nests arrays and objects: 0 for a
+// scalar, 1 for [] or {}, 2 for [[]], and so on. It reads b as JSON text
+// only to track strings; it does not check that b is valid JSON.
+func JSONDepth(b []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -148,3 +148,21 @@ func tokenDuplicate(dec *json.Decoder) bool {
 	}
 	return false
 }
+
+func TestJSONDepth(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{`1`, 0},
+		{`"[[{"`, 0},
+		{`[]`, 1},
+		{`{"a":[1,{"b":[]}]}`, 4},
+		{`["\"[", ["\\"], {}]`, 2},
+		{strings.Repeat("[", 101) + strings.Repeat("]", 101), 101},
+	} {
+		if got := JSONDepth([]byte(tc.in)); got != tc.want {
+			t.Errorf("JSONDepth(%s) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

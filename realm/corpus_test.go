@@ -211,6 +211,8 @@ var corpusWriteRefusals = []corpusRefusal{
 	{"not json", "{nope", 400, "invalid_request"},
 	{"a number out of range", `{"subject":"s","payload":1e400}`, 400, "invalid_request"},
 	{"a payload naming a member twice", `{"subject":"s","payload":{"a":1,"a":2}}`, 400, "invalid_request"},
+	{"a payload nested 101 deep", `{"subject":"s","payload":` + strings.Repeat("[", 101) + strings.Repeat("]", 101) + `}`, 400, "invalid_request"},
+	{"a payload nested 9999 deep", `{"subject":"s","payload":` + strings.Repeat("[", 9999) + strings.Repeat("]", 9999) + `}`, 400, "invalid_request"},
 	{"null for an object schema", map[string]any{"subject": "s", "payload": nil, "schema_name": "toastmachine.object", "schema_version": 1}, 422, "payload_schema_validation_failed"},
 }
 
@@ -247,6 +249,31 @@ func TestCorpusWriteRefusals(t *testing.T) {
 	}
 	if status, out, _ := tn.write(t, a, "/appendToConversation/00000000-0000-4000-8000-000000000000", "a1", map[string]any{"content": "x"}); status != 404 || corpusCode(out) != "not_found" {
 		t.Fatalf("append to nothing: %d %v", status, out)
+	}
+	// A payload as deep as a payload may be is read back in every form.
+	deep := `{"subject":"deep","payload":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`
+	status, out, _ := tn.write(t, a, "/createConversation", "deep", deep)
+	if status != 201 {
+		t.Fatalf("a payload 100 deep: %d %v", status, out)
+	}
+	for _, path := range []string{"/messages/" + out["message_id"].(string), "/messages", "/corpus/messages.jsonl", "/atom.xml"} {
+		for _, accept := range []string{"", "text/markdown"} {
+			if (path == "/atom.xml" || path == "/corpus/messages.jsonl") && accept != "" {
+				continue
+			}
+			req, _ := http.NewRequest("GET", tn.srv.URL+path, nil)
+			if accept != "" {
+				req.Header.Set("Accept", accept)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("GET %s (Accept %q) with a payload 100 deep: %d", path, accept, resp.StatusCode)
+			}
+		}
 	}
 }
 

@@ -20,7 +20,11 @@ import (
 const (
 	MaxSubject      = 200
 	MaxContent      = 65536
-	MaxPayloadBytes = 65536  // JCS UTF-8 bytes
+	MaxPayloadBytes = 65536 // JCS UTF-8 bytes
+	// MaxPayloadDepth is how deep a payload may nest arrays and objects.
+	// The seed names no depth; this one keeps every payload one that every
+	// reader and representation (the Markdown indents each level) takes.
+	MaxPayloadDepth = 100
 	MaxEventBytes   = 102400 // the serialized change event
 	MaxTokenLength  = 200
 	maxTags         = 32
@@ -132,6 +136,9 @@ func (s *Service) prepare(in *writeIn, create bool) (*prepared, error) {
 		}
 		if len(canon) > MaxPayloadBytes {
 			return nil, protocol.Refusef(protocol.ReasonPayloadTooLarge, "payload is %d JCS bytes, over %d.", len(canon), MaxPayloadBytes)
+		}
+		if d := protocol.JSONDepth(canon); d > MaxPayloadDepth {
+			return nil, invalid("payload nests arrays and objects %d levels deep; at most %d.", d, MaxPayloadDepth).With("field", "payload")
 		}
 		p := string(canon)
 		d.Payload = &p
