@@ -82,7 +82,12 @@ func (n *Node) feed(format string) func(context.Context, *api.Call, feedIn) (Fee
 	}
 }
 
-// newest is the newest message's time.
+// newest is the newest message's time: the feed's updated. A feed has no
+// Last-Modified, only its ETag: a new message need not move that time. It
+// may come in the same second as the one before it (HTTP dates count
+// seconds), or be another realm's, arriving late and dated before messages
+// the feed lists already; a reader asking If-Modified-Since would be told
+// nothing changed.
 func (f FeedOut) newest() time.Time {
 	var t time.Time
 	for _, m := range f.Messages {
@@ -91,23 +96,6 @@ func (f FeedOut) newest() time.Time {
 		}
 	}
 	return t
-}
-
-// LastModified is the newest message's time while every message of the
-// feed is this realm's; zero (no Last-Modified, the ETag alone) once one is
-// another realm's. The feed lists messages in the order they were
-// recorded here, and this realm dates its own in that order, so a new
-// one of its own moves the time; another realm's message may come late,
-// dated before messages listed already, and would change the feed
-// without moving it: a reader asking If-Modified-Since would be told
-// nothing changed.
-func (f FeedOut) LastModified() time.Time {
-	for _, m := range f.Messages {
-		if m.Realm != f.realm {
-			return time.Time{}
-		}
-	}
-	return f.newest()
 }
 
 // CacheControl lets feed readers and caches keep the feed a minute.
