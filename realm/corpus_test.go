@@ -250,6 +250,17 @@ func TestCorpusWriteRefusals(t *testing.T) {
 	if status, out, _ := tn.write(t, a, "/appendToConversation/00000000-0000-4000-8000-000000000000", "a1", map[string]any{"content": "x"}); status != 404 || corpusCode(out) != "not_found" {
 		t.Fatalf("append to nothing: %d %v", status, out)
 	}
+	// A 401 names its scheme.
+	req, _ = http.NewRequest("POST", tn.srv.URL+"/"+a.endpoint+"/createConversation", strings.NewReader(`{"subject":"s","content":"x"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Operation-Token", "anon")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("a write without a credential: %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
+	}
 	// A payload as deep as a payload may be is read back in every form.
 	deep := `{"subject":"deep","payload":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`
 	status, out, _ := tn.write(t, a, "/createConversation", "deep", deep)
@@ -374,7 +385,8 @@ func TestCorpusAgents(t *testing.T) {
 		t.Fatalf("no Link: %v", resp.Header)
 	}
 	// Limits are clamped, not refused.
-	for q, want := range map[string]float64{"limit=5000&offset=-3": 1000, "limit=0": 1, "limit=-3": 1, "offset=1": 100} {
+	for q, want := range map[string]float64{"limit=5000&offset=-3": 1000, "limit=0": 1, "limit=-3": 1, "offset=1": 100,
+		"limit=99999999999999999999&offset=-99999999999999999999": 1000, "limit=-99999999999999999999&offset=99999999999999999999": 1} {
 		for _, path := range []string{"/agents?", "/tags?"} {
 			if status, out := tn.do(t, "GET", path+q, "", nil); status != 200 || out["limit"] != want || out["offset"].(float64) < 0 {
 				t.Fatalf("clamping %s%s: %d %v, want limit %v", path, q, status, out, want)

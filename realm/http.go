@@ -392,8 +392,12 @@ func asRefusal(err error) *protocol.Refusal {
 // refusalHeaders sets the headers a refusal carries in every rendering.
 func refusalHeaders(w http.ResponseWriter, ref *protocol.Refusal) {
 	switch ref.Reason {
-	case protocol.ReasonUnauthenticated, protocol.ReasonTokenRequired:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
+	case protocol.ReasonUnauthenticated, protocol.ReasonTokenRequired, protocol.ReasonUnauthorized:
+		// Every 401 names its scheme (RFC 9110, section 11.6.1); /mcp
+		// sets a challenge of its own first.
+		if w.Header().Get("WWW-Authenticate") == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
+		}
 	case protocol.ReasonRateLimited:
 		if secs, ok := ref.Details["retry_after_seconds"].(int); ok {
 			w.Header().Set("Retry-After", strconv.Itoa(secs))

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 
@@ -36,7 +37,10 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 	v := vals[0]
 	switch {
 	case has("integer"):
-		if i, err := strconv.ParseInt(v, 10, 64); err == nil {
+		// An integer beyond 64 bits is the nearest one within: a limit
+		// or offset is clamped as the seed says, a range refused by its
+		// bounds, rather than the number refused as not one.
+		if i, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
 			return i
 		}
 	case has("number"):

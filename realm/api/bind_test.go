@@ -3,8 +3,11 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"testing"
+
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"relay/protocol"
 )
@@ -122,4 +125,21 @@ func FuzzBind(f *testing.F) {
 		}
 		sameBind(t, string(in))
 	})
+}
+
+// TestArgValueBeyond64Bits: an integer in a URL beyond 64 bits is the
+// nearest one within, for a handler to clamp or refuse by its bounds.
+func TestArgValueBeyond64Bits(t *testing.T) {
+	s := &jsonschema.Schema{Type: "integer"}
+	for in, want := range map[string]any{
+		"12":                    int64(12),
+		"99999999999999999999":  int64(math.MaxInt64),
+		"-99999999999999999999": int64(math.MinInt64),
+		"1.5":                   "1.5",
+		"x":                     "x",
+	} {
+		if got := ArgValue(s, []string{in}); got != want {
+			t.Errorf("ArgValue(%q) = %#v, want %#v", in, got, want)
+		}
+	}
 }

@@ -317,11 +317,16 @@ type offsetIn struct {
 	Offset int  `json:"offset,omitempty" jsonschema:"clamped to 0 or more"`
 }
 
+// maxOffset bounds an offset from above too, far past any listing, so that
+// offset plus a page never overflows.
+const maxOffset = 1 << 40
+
 func (in offsetIn) clamp() (limit, offset int) {
+	offset = min(max(in.Offset, 0), maxOffset)
 	if in.Limit == nil {
-		return 100, max(in.Offset, 0)
+		return 100, offset
 	}
-	return min(max(*in.Limit, 1), 1000), max(in.Offset, 0)
+	return min(max(*in.Limit, 1), 1000), offset
 }
 
 // TagsOut is a page of tags.

@@ -57,9 +57,9 @@ import (
 )
 
 const (
-	// syncLimit is the default page of the NDJSON exports: sync reads want
-	// large pages, and the seed's maximum per request is 1000.
-	syncLimit = 1000
+	// syncLimit is the default page of the NDJSON exports, the seed's
+	// default for collection reads; a sync reader asks for up to 1000.
+	syncLimit = 100
 	// snapshotLimit is the default page of each snapshot export, the seed's
 	// collection default: the first page carries four exports.
 	snapshotLimit = 100
@@ -81,13 +81,13 @@ var ChangeEventTypes = []string{"message.created", "relationship.asserted", "rel
 // registerSync adds the sync operations. None is an MCP tool.
 func (s *Service) registerSync(reg *api.Registry) {
 	changes := corpusOp(api.Define("get_corpus_changes_jsonl", http.MethodGet, "/corpus/changes.jsonl",
-		"The change feed as NDJSON, one schema_version 1 envelope a line by sequence; after and before exclusive, at inclusive, limit 1..1000 (default 1000); X-Next-Cursor is the last sequence returned (the requested after on an empty page).",
+		"The change feed as NDJSON, one schema_version 1 envelope a line by sequence; after and before exclusive, at inclusive, limit 1..1000 (default 100); X-Next-Cursor is the last sequence returned (the requested after on an empty page).",
 		api.Public, s.changesPage), "-")
 	changes.Output.Properties["changes"].Items = changeSchema()
 	export := corpusOp(api.Define("get_corpus_messages_jsonl", http.MethodGet, "/corpus/messages.jsonl",
-		"Messages as NDJSON by sequence, with every filter of GET /messages; limit 1..1000 (default 1000); X-Next-Cursor.",
+		"Messages as NDJSON by sequence, with every filter of GET /messages; limit 1..1000 (default 100); X-Next-Cursor.",
 		api.Public, s.messagesJSONL), "-")
-	export.Input.Properties["limit"].Description = "1..1000, default 1000"
+	export.Input.Properties["limit"].Description = "1..1000, default 100"
 	export.Output.Properties["messages"].Items = mustSchemaOf[Message]()
 	stream := corpusOp(api.Define("get_corpus_stream", http.MethodGet, "/corpus/stream",
 		"Server-Sent Events of the change feed: event change, id the sequence, data the envelope. Resumes after Last-Event-ID unless after is given; without either it starts at the current sequence. A comment line every 15 s keeps it open.",
@@ -327,7 +327,7 @@ type changesIn struct {
 	After  *uint64 `json:"after,omitempty" jsonschema:"exclusive sequence cursor (a snapshot's S, or X-Next-Cursor)"`
 	Before *uint64 `json:"before,omitempty" jsonschema:"exclusive upper bound"`
 	At     *uint64 `json:"at,omitempty" jsonschema:"inclusive upper bound"`
-	Limit  *int    `json:"limit,omitempty" jsonschema:"1..1000, default 1000"`
+	Limit  *int    `json:"limit,omitempty" jsonschema:"1..1000, default 100"`
 }
 
 // ChangesOut is a page of the change feed. Over HTTP it is NDJSON, each
