@@ -389,7 +389,10 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 			return nil, err
 		}
 		dd := decisionData{Thread: s.keyString(protocol.KeyThread, m.Thread), Message: rid{m.Realm, m.N}.String(), CID: c.String()}
-		ref2 := s.judge(&t, &m)
+		ref2, err := s.judge(tx, &t, &m)
+		if err != nil {
+			return nil, err
+		}
 		if ref2 == nil {
 			change, r := protocol.ActChange(t.State, m.Kind, protocol.StandingNone)
 			dd.Change, ref2 = change, r
@@ -433,17 +436,45 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 
 // judge applies this realm's rules for a reply into one of its threads, as
 // it applies them to its own agents' posts: closed threads, a thread that
-// forbids models' replies, the body limit.
-func (s *Service) judge(t *threadRec, m *messageRec) *protocol.Refusal {
+// forbids models' replies, the body limit, and what is in no thread here (a
+// parent, or a refuted claim's reply, this realm refused; the replier's
+// realm may not have known yet).
+func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Refusal, error) {
 	switch {
 	case t.locked():
-		return t.closedRefusal()
+		return t.closedRefusal(), nil
 	case t.NoLLM && m.AuthorKind != protocol.OriginUser:
-		return protocol.Refuse(protocol.ReasonLLMReplyForbidden)
+		return protocol.Refuse(protocol.ReasonLLMReplyForbidden), nil
 	case protocol.CodePoints(m.Body) > s.cfg.Limits.Body:
-		return protocol.Refusef(protocol.ReasonInvalidBody, "body: at most %d characters here.", s.cfg.Limits.Body).With("field", "body").With("rule", "max_length")
+		return protocol.Refusef(protocol.ReasonInvalidBody, "body: at most %d characters here.", s.cfg.Limits.Body).With("field", "body").With("rule", "max_length"), nil
 	}
-	return nil
+	if m.Parent != nil {
+		st, why, err := s.replyOutcome(tx, *m.Parent, t.id())
+		if err != nil {
+			return nil, err
+		}
+		if st == ReplyRefused {
+			return notInThread(protocol.ReasonParentNotFound, "Its parent "+s.keyString(protocol.KeyMessage, *m.Parent), t.id(), why).With("field", "parent"), nil
+		}
+	}
+	for _, id := range m.Refutes {
+		var cl claimRec
+		ok, err := tx.GetJSON(key(pfxClaim, id.bytes()), &cl)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			continue
+		}
+		st, why, err := s.replyOutcome(tx, cl.Message, cl.Thread)
+		if err != nil {
+			return nil, err
+		}
+		if st == ReplyRefused {
+			return notInThread(protocol.ReasonClaimNotFound, "The claim it refutes, "+s.keyString(protocol.KeyClaim, id)+",", cl.Thread, why).With("field", "refutes"), nil
+		}
+	}
+	return nil, nil
 }
 
 // awaitDecision waits up to d for the thread's realm's word on the reply
