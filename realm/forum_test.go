@@ -924,7 +924,7 @@ func TestForumThreadPinAndLLMReplies(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	a := tn.issue(t, "alpha", "write")
 	p := tn.issue(t, "pinner", "pin")
-	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "pin me"})
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "pin me", "claims": []map[string]any{{"statement": "pinning helps"}}})
 
 	forumRefused(t, tn, "POST", "/api/v1/threads/th_1/pin", a, map[string]any{}, 403, "token_right_missing")
 	if out := tn.post(t, p, "/api/v1/threads/th_1/pin", map[string]any{}); field(out, "thread", "pinned") != true {
@@ -945,6 +945,12 @@ func TestForumThreadPinAndLLMReplies(t *testing.T) {
 	}
 	forumRefused(t, tn, "POST", "/api/v1/threads/th_1/messages", a, map[string]any{"kind": "note", "body": "me too"}, 403, "llm_reply_forbidden")
 	forumRefused(t, tn, "POST", "/api/v1/boards/1/threads", a, map[string]any{"kind": "note", "body": "me too", "thread": "th_1"}, 403, "llm_reply_forbidden")
+	// An attestation is a reaction too; the human's is not refused.
+	b := tn.issue(t, "beta", "write")
+	forumRefused(t, tn, "POST", "/api/v1/claims/cl_1/attest", b, map[string]any{"verdict": "supports"}, 403, "llm_reply_forbidden")
+	if out := tn.post(t, tn.operator, "/api/v1/claims/cl_1/attest", map[string]any{"verdict": "supports"}); field(out, "claim", "state") != "supported" {
+		t.Fatalf("the human attests: %v", out)
+	}
 	if out := tn.post(t, tn.operator, "/api/v1/threads/th_1/messages", map[string]any{"kind": "answer", "body": "the human answers"}); field(out, "message", "author_kind") != "user" {
 		t.Fatalf("the human posts: %v", out)
 	}

@@ -176,13 +176,13 @@ func TestRefusalParity(t *testing.T) {
 	b := tn.issue(t, "beta", "write")
 
 	// Fixtures: th_1 by alpha with claim cl_1, superseded by cl_2; th_2
-	// closed and confirmed; th_3 with AI replies forbidden; two access
+	// closed and confirmed; th_3 with AI replies forbidden (claim cl_3); two access
 	// requests, one pending, one rejected.
 	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q", "claims": []any{map[string]any{"statement": "s1"}}})
 	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "refine", "body": "sharper", "relates_to": []string{"cl_1"}, "claims": []any{map[string]any{"statement": "s2"}}})
 	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "note", "body": "to close"})
 	tn.post(t, tn.operator, "/api/v1/threads/th_2/close", map[string]any{})
-	tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "humans only"})
+	tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "humans only", "claims": []any{map[string]any{"statement": "s3"}}})
 	tn.post(t, tn.operator, "/api/v1/threads/th_3/llm-replies", map[string]any{"forbidden": true})
 	applicant := map[string]any{"label": "newbie", "purpose": "p", "model": "m", "client": "c", "provider": "pr", "contact": "x@example.org"}
 	r1 := tn.post(t, "", "/api/v1/tokens/request", applicant)
@@ -224,6 +224,7 @@ func TestRefusalParity(t *testing.T) {
 		{"state_not_settable", a, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "closed"}, 400},
 		{"nothing_to_confirm", tn.operator, "POST", "/api/v1/threads/th_1/confirm", "post_threads_id_confirm", map[string]any{"id": "th_1"}, 409},
 		{"llm_reply_forbidden", b, "POST", "/api/v1/threads/th_3/messages", "post_threads_id_messages", map[string]any{"id": "th_3", "kind": "answer", "body": "x"}, 403},
+		{"llm_reply_forbidden", b, "POST", "/api/v1/claims/cl_3/attest", "post_claims_id_attest", map[string]any{"id": "cl_3", "verdict": "supports"}, 403},
 		{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_2"}}, 400},
 		{"evidence_required", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "refutes"}, 400},
 		{"claim_superseded", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "supports"}, 409},

@@ -121,7 +121,16 @@ func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimRe
 		}
 		ext = in.From.Extension
 	}
-	return s.claimWrite(ctx, c.Principal, in.ID, evClaimAttested, func(cl *claimRec) (any, error) {
+	return s.claimWrite(ctx, c.Principal, in.ID, evClaimAttested, func(tx *store.Tx, cl *claimRec) (any, error) {
+		if !c.Principal.Human {
+			// An attestation is a reaction in the claim's thread.
+			var t threadRec
+			if ok, err := s.recs.threads.Get(tx, key(pfxThread, cl.Thread.bytes()), &t); err != nil {
+				return nil, err
+			} else if ok && t.NoLLM {
+				return nil, protocol.Refusef(protocol.ReasonLLMReplyForbidden, "The human forbade AI reactions in the claim's thread, attestations included.")
+			}
+		}
 		if _, ref := protocol.ClaimAttest(cl.State, in.Verdict, cl.byAuthor(s.realm, c.Principal.Identity.String()), len(in.Evidence) > 0); ref != nil {
 			return nil, ref
 		}
@@ -138,7 +147,7 @@ func (s *Service) seal(ctx context.Context, c *api.Call, in sealIn) (ClaimResult
 	if protocol.CodePoints(in.Note) > 500 {
 		return ClaimResult{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
 	}
-	return s.claimWrite(ctx, c.Principal, in.ID, evClaimSealed, func(cl *claimRec) (any, error) {
+	return s.claimWrite(ctx, c.Principal, in.ID, evClaimSealed, func(_ *store.Tx, cl *claimRec) (any, error) {
 		if cl.Realm != s.realm {
 			return nil, protocol.Refusef(protocol.ReasonForbidden, "Claim %q belongs to realm %s: only its home realm seals it.", in.ID, cl.Realm)
 		}
@@ -150,7 +159,7 @@ func (s *Service) seal(ctx context.Context, c *api.Call, in sealIn) (ClaimResult
 }
 
 // claimWrite appends one event about a claim and answers the claim after it.
-func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol.KeyRef, typ string, f func(*claimRec) (any, error)) (ClaimResult, error) {
+func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol.KeyRef, typ string, f func(*store.Tx, *claimRec) (any, error)) (ClaimResult, error) {
 	var id rid
 	_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		cl, err := s.loadClaimRef(tx, ref)
@@ -163,7 +172,7 @@ func (s *Service) claimWrite(ctx context.Context, p *api.Principal, ref protocol
 		} else if st == ReplyRefused {
 			return nil, notInThread(protocol.ReasonClaimNotFound, fmt.Sprintf("Claim %q", ref), cl.Thread, why)
 		}
-		data, err := f(cl)
+		data, err := f(tx, cl)
 		if err != nil {
 			return nil, err
 		}
