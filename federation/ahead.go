@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
@@ -132,26 +131,20 @@ func (s *Service) waitUntil(realm protocol.Realm, ahead *aheadError, from peer.I
 const maxAheadTimer = time.Hour
 
 // authenticNext reports whether run[n], an event of a range a peer sent
-// for realm from seq from, is the realm's next event after run[:n]: its
-// realm's, at its seq, linked to the one before (or to the held head) and
-// signed by the realm's key. Only such an event may make the realm wait:
-// another is the sender's doing, and the range is refused as it is.
-func (s *Service) authenticNext(realm protocol.Realm, key []byte, run []store.Checked, n int, from uint64) bool {
+// for realm, is the realm's next event after run[:n]: its realm's, at its
+// seq, linked to the one before and signed by the realm's key. prev is the
+// event before run[0]: the last of the ranges this catch-up queued before,
+// or the held head. Only such an event may make the realm wait: another is
+// the sender's doing, and the range is refused as it is.
+func (s *Service) authenticNext(realm protocol.Realm, key []byte, run []store.Checked, n int, prev protocol.Head) bool {
+	if n > 0 {
+		prev = protocol.Head{Seq: run[n-1].Event.Seq, CID: run[n-1].CID}
+	}
 	ev := run[n].Event
-	if ev.Realm != string(realm) || ev.Seq != from+uint64(n) {
+	if ev.Realm != string(realm) || ev.Seq != prev.Seq+1 {
 		return false
 	}
-	var prev cid.Cid
-	if n > 0 {
-		prev = run[n-1].CID
-	} else {
-		heads, err := s.st.Heads()
-		if err != nil || heads[realm].Seq != ev.Seq-1 {
-			return false
-		}
-		prev = heads[realm].CID
-	}
-	if ev.Seq > 1 && (!ev.Prev.Defined() || !ev.Prev.Cid.Equals(prev)) {
+	if ev.Seq > 1 && (!ev.Prev.Defined() || !ev.Prev.Cid.Equals(prev.CID)) {
 		return false
 	}
 	return ev.Verify(key) == nil

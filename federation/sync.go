@@ -507,6 +507,13 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		}
 		return nil
 	}
+	// before is the event before the next range: the last one queued, or
+	// the held head (queued ranges are not committed yet).
+	heads, err := s.st.Heads()
+	if err != nil {
+		return err
+	}
+	before := heads[realm]
 	ask()
 	for from <= to && len(fetching) > 0 {
 		f := <-fetching[0]
@@ -530,8 +537,8 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		var ahead *aheadError
 		if err == nil {
 			var n int
-			if n, ahead = s.timely(run, time.Now(), from); ahead != nil {
-				if s.authenticNext(realm, key, run, n, from) {
+			if n, ahead = s.timely(run, time.Now(), before.Seq+1); ahead != nil {
+				if s.authenticNext(realm, key, run, n, before) {
 					run, f.raws = run[:n], f.raws[:n]
 				} else {
 					ahead = nil // not the realm's next event: the store says what is wrong with the range
@@ -541,6 +548,9 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		var wait func() (int, error)
 		if err == nil && len(run) > 0 {
 			wait, err = s.st.QueueDecodedChain(ctx, run, verifyWith(key))
+			if last := run[len(run)-1]; err == nil && last.Event.Seq > before.Seq {
+				before = protocol.Head{Seq: last.Event.Seq, CID: last.CID}
+			}
 		}
 		if err == nil && ahead != nil {
 			// The rest waits for its time: store what came before it,

@@ -177,3 +177,46 @@ func TestForgedAheadDoesNotStall(t *testing.T) {
 		t.Fatalf("r2 stalled at r1 by a forged event: %v", err)
 	}
 }
+
+// TestAheadAtRangeStart: r2's event 1025, the first of catch-up's second
+// range, is dated an hour ahead (r2 restarted with its clock set ahead). r1
+// takes the first range and waits at 1024, though that range is still
+// queued, not committed, when the second is checked.
+func TestAheadAtRangeStart(t *testing.T) {
+	skew := map[string]time.Duration{}
+	net, err := Start(Config{Realms: 2, Topology: Unpeered, Skew: skew, MaxClockAhead: time.Second, RateLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2 := net.Realms[0], net.Realms[1]
+	head := func(r *Realm, realm string) uint64 {
+		h, err := r.Node.Store().Heads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h[protocol.Realm(realm)].Seq
+	}
+	openThreads(t, r2, int(1024-head(r2, "r2")))
+	skew["r2"] = time.Hour
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	if h := head(r2, "r2"); h != 1024 {
+		t.Fatalf("r2 head after restart %d", h)
+	}
+	openThreads(t, r2, 3)
+	se, _ := r2.Node.Store().EventAt("r2", 1025)
+	t.Logf("r2 event 1025 dated %s (now %s)", se.Event.Time().Format(time.RFC3339), time.Now().Format(time.RFC3339))
+	if err := net.Link(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for head(r1, "r2") < 1024 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if h := head(r1, "r2"); h != 1024 {
+		t.Fatalf("r1 holds r2's events up to %d; want 1024, as 1025 is dated an hour ahead", h)
+	}
+}
