@@ -23,6 +23,8 @@ type projector struct {
 	// The author and conversation records every message rewrites are
 	// binary (authorrec.go, convrec.go): decoding one costs less than the
 	// lookup that reads it, so none is kept decoded.
+
+	home string // this node's realm
 }
 
 // knownMessage is a write's event data, the message it encodes, and the
@@ -71,11 +73,41 @@ func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 		if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 			return err
 		}
+		if se.Event.Realm != p.home {
+			if err := checkRemotePayload(d.Payload); err != nil {
+				return err
+			}
+		}
 		return p.applyMessage(tx, se, d, nil)
 	case evRelationshipAsserted:
 		return applyAssertion(tx, se)
 	case evRelationshipRetracted:
 		return applyRetraction(tx, se)
+	}
+	return nil
+}
+
+// checkRemotePayload refuses another realm's message whose payload is not
+// one this realm's writes would store: its JCS form, within the size and
+// depth limits. Stored as it came, it is spliced into every record and
+// answer that holds the message, and one that does not read back as JSON
+// would break them all. This realm's own messages were checked when
+// written (older ones may precede the depth limit, and a rebuild takes
+// them as they are).
+func checkRemotePayload(payload *string) error {
+	if payload == nil {
+		return nil
+	}
+	canon, err := protocol.JCS([]byte(*payload))
+	switch {
+	case err != nil:
+		return fmt.Errorf("corpus: a payload that is not I-JSON: %v", err)
+	case string(canon) != *payload:
+		return errors.New("corpus: a payload not in its JCS form")
+	case len(canon) > MaxPayloadBytes:
+		return fmt.Errorf("corpus: a payload of %d JCS bytes, over %d", len(canon), MaxPayloadBytes)
+	case protocol.JSONDepth(canon) > MaxPayloadDepth:
+		return fmt.Errorf("corpus: a payload nested deeper than %d levels", MaxPayloadDepth)
 	}
 	return nil
 }

@@ -63,7 +63,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	proj := &projector{}
+	proj := &projector{home: string(cfg.Realm)}
 	st.Register(proj)
 	s := &Service{realm: cfg.Realm, st: st, log: cfg.Logger, agents: a, index: newSearchIndex(), feed: newFeed(cfg), proj: proj,
 		msgs: newMsgCache(cfg.MessageCacheBytes), ops: ops}
