@@ -103,3 +103,76 @@ func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
 		t.Fatalf("r1 lists %v, r3 lists %v", ids1, ids3)
 	}
 }
+
+// TestBlockedRepliersClaimRefuted: r3 blocks r2, whose answer in r1's
+// thread asserts a claim; r1's operator refutes that claim, then decides.
+// r3 shows r1's thread as r1 does meanwhile (the refutation does not wait
+// for a claim that will not come); unblocked, r3 gets the claim, refuted
+// as at r1.
+func TestBlockedRepliersClaimRefuted(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	var opened struct {
+		Thread struct{ ID string } `json:"thread"`
+	}
+	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
+	converge(t, net)
+	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
+		t.Fatalf("block: %d", st)
+	}
+	agent := as(r2, agentToken(t, r2, "answerer"))
+	var out postAnswer
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+opened.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "The second one.",
+		"claims": []any{map[string]any{"statement": "it is faster"}}}, &out); st/100 != 2 || out.Message.Status != "accepted" || len(out.Message.Claims) != 1 {
+		t.Fatalf("reply: %d %+v", st, out)
+	}
+	claim := "r2:" + out.Message.Claims[0]
+	if st := call(t, r1, "POST", "/api/v1/threads/"+opened.Thread.ID+"/messages", map[string]any{"kind": "refute", "body": "It is not.", "refutes": []string{claim},
+		"evidence": []any{map[string]any{"kind": "note", "value": "benchmark"}}}, nil); st/100 != 2 {
+		t.Fatalf("refute: %d", st)
+	}
+	if st := call(t, r1, "POST", "/api/v1/threads/"+opened.Thread.ID+"/messages", map[string]any{"kind": "decide", "body": "The first one."}, nil); st/100 != 2 {
+		t.Fatalf("decide: %d", st)
+	}
+	type thread struct {
+		Thread struct {
+			State        string `json:"state"`
+			MessageCount int    `json:"message_count"`
+		} `json:"thread"`
+	}
+	same := func(step string) {
+		t.Helper()
+		var at1, at3 thread
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &at1)
+			call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &at3)
+			if at1.Thread == at3.Thread && at1.Thread.State == "decided" {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: r1 sees %+v, r3 sees %+v", step, at1.Thread, at3.Thread)
+			}
+		}
+	}
+	same("r2 blocked at r3")
+	if st := call(t, r3, "DELETE", "/api/v1/federation/blocks/r2", nil, nil); st != 200 {
+		t.Fatalf("unblock: %d", st)
+	}
+	converge(t, net)
+	same("r2 unblocked at r3")
+	type claimOut struct {
+		Claim struct {
+			State     string   `json:"state"`
+			RefutedBy []string `json:"refuted_by"`
+		} `json:"claim"`
+	}
+	var c1, c3 claimOut
+	call(t, r1, "GET", "/api/v1/claims/"+claim, nil, &c1)
+	if st := call(t, r3, "GET", "/api/v1/claims/"+claim, nil, &c3); st != 200 || c3.Claim.State != "refuted" || c1.Claim.State != "refuted" || len(c3.Claim.RefutedBy) != 1 {
+		t.Fatalf("the claim at r1 %+v, at r3 (%d) %+v", c1.Claim, st, c3.Claim)
+	}
+}

@@ -28,9 +28,9 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		if k, err := protocol.ParseKey(protocol.KeyClaim, d.Claim); err != nil || (k.Realm != "" && k.Realm != realm) {
 			return nil // not its realm's claim to seal: Apply refuses it
 		}
-		return claimHeld(tx, realm, d.Claim)
+		return pr.claimHeld(tx, realm, d.Claim)
 	case evClaimAttested:
-		return claimHeld(tx, realm, d.Claim)
+		return pr.claimHeld(tx, realm, d.Claim)
 	case evThreadOpened:
 		if k, err := protocol.ParseKey(protocol.KeyThread, d.Thread); err != nil || (k.Realm != "" && k.Realm != realm) {
 			return nil // a thread of another realm: Apply refuses it
@@ -44,7 +44,7 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 				return err
 			}
 		}
-		return refutesHeld(tx, realm, d.Refutes)
+		return pr.refutesHeld(tx, realm, d.Refutes)
 	}
 	k, err := protocol.ParseKey(protocol.KeyThread, d.Thread)
 	if err != nil {
@@ -59,7 +59,7 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	} else if err := pr.threadHeld(tx, rid{realm, k.N}); err != nil {
 		return err
 	}
-	if err := refutesHeld(tx, realm, d.Refutes); err != nil {
+	if err := pr.refutesHeld(tx, realm, d.Refutes); err != nil {
 		return err
 	}
 	if ev.Type == evReplyAccepted {
@@ -72,7 +72,7 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 		if err := pr.replyHeld(tx, d.CID, d.Message); err != nil {
 			return err
 		}
-		return replyRefutesHeld(tx, d.CID, rid{realm, k.N})
+		return pr.replyRefutesHeld(tx, d.CID, rid{realm, k.N})
 	}
 	return nil
 }
@@ -89,7 +89,7 @@ func (pr projector) replyHeld(tx *store.Tx, replyCID, message string) error {
 	if err != nil {
 		return nil // Apply says what is wrong
 	}
-	if k, err := protocol.ParseKey(protocol.KeyMessage, message); err == nil && k.Realm != "" && pr.refusing != nil && pr.refusing(k.Realm) {
+	if k, err := protocol.ParseKey(protocol.KeyMessage, message); err == nil && k.Realm != "" && pr.refused(k.Realm) {
 		return nil
 	}
 	switch _, err := tx.Get(key(pfxCID, c.Bytes())); {
@@ -101,9 +101,9 @@ func (pr projector) replyHeld(tx *store.Tx, replyCID, message string) error {
 }
 
 // refutesHeld checks that the claims a message of realm refutes are held.
-func refutesHeld(tx *store.Tx, realm protocol.Realm, refutes []string) error {
+func (pr projector) refutesHeld(tx *store.Tx, realm protocol.Realm, refutes []string) error {
 	for _, r := range refutes {
-		if err := claimHeld(tx, realm, r); err != nil {
+		if err := pr.claimHeld(tx, realm, r); err != nil {
 			return err
 		}
 	}
@@ -121,7 +121,7 @@ func acceptedEarly(tx *store.Tx, se *store.StoredEvent, thread rid) bool {
 // replyRefutesHeld checks, for an acceptance of the reply whose event is
 // replyCID, that the claims the reply refutes are held: accepted, it joins
 // the thread and refutes them.
-func replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) error {
+func (pr projector) replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) error {
 	c, err := protocol.ParseCID(replyCID)
 	if err != nil {
 		return nil
@@ -138,11 +138,20 @@ func replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) error {
 		return nil
 	}
 	for _, id := range m.Refutes {
+		if pr.refused(id.Realm) {
+			continue // its facts are kept aside (claimFact)
+		}
 		if err := held(tx, key(pfxClaim, id.bytes()), "claim %s:cl_%d", id); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// refused reports whether realm's events are not taken here (blocked or
+// quarantined): a record of it will not come, so nothing waits for one.
+func (pr projector) refused(realm protocol.Realm) bool {
+	return pr.refusing != nil && pr.refusing(realm)
 }
 
 // threadHeld returns a missingError when thread id is held neither by the
@@ -170,8 +179,9 @@ func (pr projector) heldOrChanged(tx *store.Tx, changed func(*opChanges) bool, k
 }
 
 // claimHeld returns a missingError when the claim s, a key written by realm,
-// is not held.
-func claimHeld(tx *store.Tx, realm protocol.Realm, s string) error {
+// is not held, and its realm's events are taken here: facts on a claim of
+// a realm refused here are kept aside for it (claimFact).
+func (pr projector) claimHeld(tx *store.Tx, realm protocol.Realm, s string) error {
 	k, err := protocol.ParseKey(protocol.KeyClaim, s)
 	if err != nil {
 		return nil
@@ -180,6 +190,9 @@ func claimHeld(tx *store.Tx, realm protocol.Realm, s string) error {
 		k.Realm = realm
 	}
 	id := rid{k.Realm, k.N}
+	if pr.refused(id.Realm) {
+		return nil
+	}
 	return held(tx, key(pfxClaim, id.bytes()), "claim %s:cl_%d", id)
 }
 

@@ -1,6 +1,8 @@
 package parley
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -31,15 +33,20 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // message was dated by the message, not by its acceptance. 7: by its
 // acceptance again, the time it joined the thread, which the inbox's time
 // cursor follows: a reply written before a poll and accepted after it is
-// new to the next.
-func (projector) ProjectionVersion() string { return "parley/7" }
+// new to the next. 8: an acceptance carries the reply's effect on the
+// thread, applied at once where the reply will not come (its realm is
+// refused here), and the reply, should it come, only joins the thread's
+// messages; facts on a claim of a realm refused here are kept aside until
+// the claim comes, rather than wait for it.
+func (projector) ProjectionVersion() string { return "parley/8" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
 // thread's realm, and a claim is sealed only by its own realm.
 func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
-	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, seq: ev.Seq, at: ev.Time(), cid: protocol.CIDString(se.CID)}
+	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, seq: ev.Seq, at: ev.Time(), cid: protocol.CIDString(se.CID),
+		refusing: pr.refusing}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
@@ -85,8 +92,11 @@ func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 		}
 		return p.seal(d)
 	case evReplyAccepted, evReplyRefused:
+		// Read leniently: a field a later version adds to decisions (as
+		// effect was added) is skipped, not a broken rule that would
+		// quarantine the thread's realm.
 		var d decisionData
-		if err := protocol.DecodeData(ev.Data, &d); err != nil {
+		if err := protocol.DecodeDataFields(ev.Data, &d); err != nil {
 			return err
 		}
 		return p.decision(d, ev.Type == evReplyAccepted)
@@ -106,6 +116,9 @@ type apply struct {
 	cid   string
 	by    string // the author when not the event's (a decision applied early)
 	post  *posted
+	// refusing reports the realms whose events are not taken here
+	// (Config.Refusing); nil: none.
+	refusing func(protocol.Realm) bool
 }
 
 func (p *apply) author() string {
@@ -223,6 +236,11 @@ func (p *apply) message(d messageData, opened bool) error {
 			State: protocol.ClaimUnverified, Author: p.author(), Attestations: []attestation{}, CreatedAt: p.at, UpdatedAt: p.at}
 		if err := putJSON(p.tx, ridKey(pfxClaim, cid), &cl); err != nil {
 			return err
+		}
+		if p.realm != p.home {
+			if err := p.foldAside(cid, &cl); err != nil {
+				return err
+			}
 		}
 	}
 	for _, r := range d.Refutes {
@@ -441,17 +459,62 @@ func (p *apply) claimFact(id rid, f claimFact, byRealm protocol.Realm) error {
 	if err != nil {
 		return err
 	}
+	f.At, f.CID, f.Realm, f.Seq = p.at, p.cid, p.realm, p.seq
 	if !ok {
+		if p.refusing != nil && p.refusing(id.Realm) {
+			// A claim of a realm refused here will not come (until the
+			// operator lifts that): its facts are kept aside, folded in
+			// should it come (foldAside), rather than hold back what they
+			// came in.
+			return putJSON(p.tx, key(pfxAside, id.bytes(), u64(p.se.Sequence), []byte(f.Kind)), &asideFact{Fact: f, ByRealm: byRealm})
+		}
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}
 	}
 	if f.Kind == factSupersede && !c.byAuthor(byRealm, f.By) {
 		return nil
 	}
-	f.At, f.CID, f.Realm, f.Seq = p.at, p.cid, p.realm, p.seq
 	if !c.add(f) {
 		return nil
 	}
 	return putJSON(p.tx, key(pfxClaim, id.bytes()), &c)
+}
+
+// asideFact is a fact on a claim not held, of a realm refused here.
+type asideFact struct {
+	Fact    claimFact      `json:"fact"`
+	ByRealm protocol.Realm `json:"by_realm"`
+}
+
+// foldAside gives claim c, just asserted, the facts kept aside for it.
+// Facts fold in their own order (claims.go), whenever they are added, so
+// the claim ends as where they came after it.
+func (p *apply) foldAside(id rid, c *claimRec) error {
+	var keys [][]byte
+	changed := false
+	err := p.tx.Iterate(key(pfxAside, id.bytes()), false, func(k, v []byte) error {
+		keys = append(keys, bytes.Clone(k))
+		var a asideFact
+		if err := json.Unmarshal(v, &a); err != nil {
+			return err
+		}
+		if a.Fact.Kind == factSupersede && !c.byAuthor(a.ByRealm, a.Fact.By) {
+			return nil
+		}
+		changed = c.add(a.Fact) || changed
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := p.tx.Delete(k); err != nil {
+			return err
+		}
+	}
+	if !changed {
+		return nil
+	}
+	return putJSON(p.tx, key(pfxClaim, id.bytes()), c)
 }
 
 // attest keeps an attestation as a fact of the claim, whatever the claim's

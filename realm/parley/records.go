@@ -28,6 +28,7 @@ var (
 	pfxPending  = []byte("p/pa/rp/") // thread, reply → the reply's CID: replies from other realms awaiting the thread's realm
 	pfxDecision = []byte("p/pa/rd/") // reply CID → a decision that arrived before its reply
 	pfxDecided  = []byte("p/pa/rx/") // identity \0 sequence → a reply of theirs the thread's realm decided on
+	pfxAside    = []byte("p/pa/ca/") // claim, sequence, kind → a fact on a claim of a realm refused here, kept until the claim comes
 
 	pfxInbox = []byte("l/pa/inbox/")
 	pfxExt   = []byte("l/pa/ext/")

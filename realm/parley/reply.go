@@ -259,7 +259,7 @@ func newDecider(s *Service) *decider {
 // committed is the store watcher: replies into this realm's threads are
 // queued for a decision, and decisions wake the posters waiting on them.
 func (d *decider) committed(evs []*store.StoredEvent) {
-	foreign := false
+	foreign, decided := false, false
 	for _, se := range evs {
 		foreign = foreign || se.Event.Realm != string(d.s.realm)
 		switch se.Event.Type {
@@ -282,12 +282,13 @@ func (d *decider) committed(evs []*store.StoredEvent) {
 			}
 		case evReplyAccepted, evReplyRefused:
 			var dd decisionData
-			if protocol.DecodeData(se.Event.Data, &dd) == nil {
+			if protocol.DecodeDataFields(se.Event.Data, &dd) == nil {
 				d.wake(dd.CID)
 			}
+			decided = true // a reply may wait for the word on its parent
 		}
 	}
-	if foreign {
+	if foreign || decided {
 		d.retryLater()
 	}
 }
@@ -437,8 +438,10 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 // judge applies this realm's rules for a reply into one of its threads, as
 // it applies them to its own agents' posts: closed threads, a thread that
 // forbids models' replies, the body limit, and what is in no thread here (a
-// parent, or a refuted claim's reply, this realm refused; the replier's
-// realm may not have known yet).
+// parent, or a refuted claim's reply, that was refused: the replier's realm
+// may not have known yet). A parent or a refuted claim's reply not decided
+// yet is waited for (a dependency, decided again later), so that the word
+// does not hang on which came first.
 func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Refusal, error) {
 	switch {
 	case t.locked():
@@ -449,11 +452,11 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 		return protocol.Refusef(protocol.ReasonInvalidBody, "body: at most %d characters here.", s.cfg.Limits.Body).With("field", "body").With("rule", "max_length"), nil
 	}
 	if m.Parent != nil {
-		st, why, err := s.replyOutcome(tx, *m.Parent, t.id())
-		if err != nil {
+		st, why, err := s.replyStanding(tx, *m.Parent, t.id())
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		if st == ReplyRefused {
+		case st == ReplyRefused:
 			return notInThread(protocol.ReasonParentNotFound, "Its parent "+s.keyString(protocol.KeyMessage, *m.Parent), t.id(), why).With("field", "parent"), nil
 		}
 	}
@@ -464,17 +467,38 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 			return nil, err
 		}
 		if !ok {
-			continue
+			continue // of a realm refused here (Missing waits for the others)
 		}
-		st, why, err := s.replyOutcome(tx, cl.Message, cl.Thread)
-		if err != nil {
+		st, why, err := s.replyStanding(tx, cl.Message, cl.Thread)
+		switch {
+		case err != nil:
 			return nil, err
-		}
-		if st == ReplyRefused {
+		case st == ReplyRefused:
 			return notInThread(protocol.ReasonClaimNotFound, "The claim it refutes, "+s.keyString(protocol.KeyClaim, id)+",", cl.Thread, why).With("field", "refutes"), nil
 		}
 	}
 	return nil, nil
+}
+
+// replyStanding is replyOutcome for a record a reply names: a missingError
+// while it is a reply not held yet, or held and not decided, unless a realm
+// it waits on is refused here (its word will not come).
+func (s *Service) replyStanding(tx *store.Tx, id, thread rid) (string, *Refusal, error) {
+	if id.Realm == thread.Realm {
+		return "", nil, nil
+	}
+	refused := func(r protocol.Realm) bool { return s.cfg.Refusing != nil && s.cfg.Refusing(r) }
+	var m messageRec
+	ok, err := tx.GetJSON(key(pfxMessage, id.bytes()), &m)
+	switch {
+	case err != nil:
+		return "", nil, err
+	case !ok && !refused(id.Realm):
+		return "", nil, missingError{fmt.Sprintf("message %s:msg_%d", id.Realm, id.N)}
+	case ok && m.Status == ReplyPending && !refused(thread.Realm) && !refused(id.Realm):
+		return "", nil, missingError{fmt.Sprintf("the decision on message %s:msg_%d", id.Realm, id.N)}
+	}
+	return m.Status, m.Refusal, nil
 }
 
 // awaitDecision waits up to d for the thread's realm's word on the reply
