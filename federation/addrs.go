@@ -2,6 +2,7 @@ package federation
 
 import (
 	"fmt"
+	"net"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -36,4 +37,39 @@ func ParsePeers(addrs []string) ([]peer.AddrInfo, error) {
 		out = append(out, *info)
 	}
 	return out, nil
+}
+
+// CheckListenFree reports an error naming the first of the --p2p listen
+// addresses whose TCP or UDP port is taken, found before the node makes
+// anything, as --http's is; port 0 and other transports are not checked.
+// The ports are bound for a moment and released, so another process may
+// still take one before the node listens.
+func CheckListenFree(addrs []string) error {
+	parsed, err := ParseListenAddrs(addrs)
+	if err != nil {
+		return err
+	}
+	for i, a := range parsed {
+		host, err := a.ValueForProtocol(ma.P_IP4)
+		if err != nil {
+			if host, err = a.ValueForProtocol(ma.P_IP6); err != nil {
+				continue
+			}
+		}
+		if port, err := a.ValueForProtocol(ma.P_TCP); err == nil && port != "0" {
+			l, err := net.Listen("tcp", net.JoinHostPort(host, port))
+			if err != nil {
+				return fmt.Errorf("--p2p %s: %w", addrs[i], err)
+			}
+			l.Close()
+		}
+		if port, err := a.ValueForProtocol(ma.P_UDP); err == nil && port != "0" {
+			c, err := net.ListenPacket("udp", net.JoinHostPort(host, port))
+			if err != nil {
+				return fmt.Errorf("--p2p %s: %w", addrs[i], err)
+			}
+			c.Close()
+		}
+	}
+	return nil
 }

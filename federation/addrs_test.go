@@ -1,6 +1,11 @@
 package federation
 
-import "testing"
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+)
 
 func TestParseAddrs(t *testing.T) {
 	id, err := IdentityFromSeed(make([]byte, 32))
@@ -37,5 +42,24 @@ func TestIdentityFile(t *testing.T) {
 	// The signing key is the libp2p key: its peer ID derives from it.
 	if pub, _ := a.PrivKey.GetPublic().Raw(); string(pub) != string(a.Public()) {
 		t.Fatal("signing key is not the libp2p key")
+	}
+}
+
+func TestCheckListenFree(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	taken := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)
+	if err := CheckListenFree([]string{"/ip4/127.0.0.1/tcp/0", taken}); err == nil || !strings.Contains(err.Error(), "--p2p "+taken) {
+		t.Fatalf("a taken port: %v", err)
+	}
+	if err := CheckListenFree([]string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}); err != nil {
+		t.Fatalf("ports the kernel chooses: %v", err)
+	}
+	if err := CheckListenFree([]string{"garbage"}); err == nil {
+		t.Fatal("a bad address passed")
 	}
 }

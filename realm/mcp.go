@@ -279,8 +279,35 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	h := e.protected
 	if slices.Contains(n.cfg.AllowedHosts, host) {
 		h = e.behindProxy
+	} else if reboundHost(r, host) {
+		// The SDK refuses it too, in plain text; here it is a refusal.
+		writeRefusalAs(w, protocol.Refusef(protocol.ReasonForbidden, "Host %q is not a name of this node: it answers on loopback to loopback names only, a guard against DNS rebinding; a reverse proxy's name is given with --allowed-host.", r.Host), e.surface)
+		return
 	}
 	serveJSONRPC(h, w, r, body, batch)
+}
+
+// reboundHost reports what the SDK's DNS-rebinding protection refuses: a
+// request on a loopback connection whose Host is not a loopback name.
+func reboundHost(r *http.Request, host string) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok || local == nil {
+		return false
+	}
+	lh, _, err := net.SplitHostPort(local.String())
+	if err != nil || !isLoopbackName(lh) {
+		return false
+	}
+	return !isLoopbackName(host)
+}
+
+// isLoopbackName reports whether host is localhost or a loopback address.
+func isLoopbackName(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // JSON-RPC 2.0's error codes for messages the server cannot take.

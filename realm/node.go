@@ -155,13 +155,13 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, err
-	}
 	if _, err := federation.ParseListenAddrs(cfg.P2PAddrs); err != nil {
 		return nil, err
 	}
 	if _, err := federation.ParsePeers(cfg.Peers); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
 	if err := checkNoPartialImport(cfg.DataDir); err != nil {
@@ -181,6 +181,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if rf.InMemory && !cfg.InMemory {
 		return nil, fmt.Errorf("%s held realm %q in memory: that chain is gone, though peers may hold it, and a store here would start another under the same key, a fork peers quarantine; use a new data directory", cfg.DataDir, name)
+	}
+	if err := checkKeyKept(cfg.DataDir, name, rf); err != nil {
+		return nil, err
 	}
 	id, created, err := federation.LoadOrCreateIdentity(filepath.Join(cfg.DataDir, "realm.key"))
 	if err != nil {
@@ -296,6 +299,27 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 // pinRealm returns the realm name of the data directory, recording it on
 // first start; a different name later is refused, because the log, the key
 // and every identity belong to the first.
+// checkKeyKept refuses a data directory that held a realm and lost its
+// key: a new key would sign the realm's next events after ones signed by
+// the old, a chain no peer takes, and pin the new key over the old.
+func checkKeyKept(dir string, name protocol.Realm, rf realmFile) error {
+	if _, err := os.Stat(filepath.Join(dir, "realm.key")); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or unreadable: LoadOrCreateIdentity says so
+	}
+	held := rf.PeerID != ""
+	if entries, err := os.ReadDir(filepath.Join(dir, "store")); err == nil && len(entries) > 0 {
+		held = true
+	}
+	if !held {
+		return nil
+	}
+	who := ""
+	if rf.PeerID != "" {
+		who = " (peer ID " + rf.PeerID + ")"
+	}
+	return fmt.Errorf("%s holds realm %q%s but not its key, realm.key: restore it from where it was kept; a new key would sign the realm's next events after ones signed by the old, a chain no peer takes", dir, name, who)
+}
+
 func pinRealm(dir, want string) (protocol.Realm, realmFile, error) {
 	var rf realmFile
 	b, err := os.ReadFile(filepath.Join(dir, "realm.json"))

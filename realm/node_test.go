@@ -318,6 +318,38 @@ func TestInMemoryDirectoryStaysSo(t *testing.T) {
 	}
 }
 
+// TestLostKeyRefused: a data directory that held a realm and lost its key
+// is refused, and left as it was, rather than given a new key that would
+// sign the realm's next events after ones signed by the old.
+func TestLostKeyRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil
+	cfg.Realm, cfg.DataDir = "demo", dir
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	before, err := os.ReadFile(filepath.Join(dir, "realm.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "realm.key")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "realm.key") {
+		t.Fatalf("a realm without its key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "realm.key")); err == nil {
+		t.Fatal("the refused start made a new key")
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "realm.json")); string(after) != string(before) {
+		t.Fatalf("the refused start rewrote realm.json: %s", after)
+	}
+}
+
 func TestTokensLifecycle(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "OpenCode", "write", "pin")

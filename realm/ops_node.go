@@ -42,8 +42,8 @@ type HealthStore struct {
 	Sequence  uint64 `json:"sequence" jsonschema:"the node's corpus sequence: every event stored, in arrival order"`
 	Events    uint64 `json:"events"`
 	Realms    int    `json:"realms"`
-	LSMBytes  int64  `json:"lsm_bytes"`
-	VLogBytes int64  `json:"vlog_bytes"`
+	LSMBytes  int64  `json:"lsm_bytes" jsonschema:"the size of the store's LSM tree files"`
+	VLogBytes int64  `json:"vlog_bytes" jsonschema:"the size of the store's value log files, as the file system reports it: Badger sizes each new one at 2 GiB up front, so this is not the data they hold"`
 }
 
 func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOut, error) {

@@ -338,6 +338,31 @@ func TestMCPOrigin(t *testing.T) {
 	}
 }
 
+// TestMCPReboundHost: on a loopback connection a Host that is not a
+// loopback name (DNS rebinding) is refused with 403 and the reason, not the
+// SDK's plain text; a name listed in AllowedHosts passes.
+func TestMCPReboundHost(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "read")
+	tn.cfg.AllowedHosts = []string{"proxy.example"}
+	for host, want := range map[string]int{"relay.example.com": 403, "proxy.example": 200, "localhost": 200} {
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == 403 && !bytes.Contains(b, []byte(`"reason":"forbidden"`))) {
+			t.Errorf("Host %q: %d %s", host, resp.StatusCode, b)
+		}
+	}
+}
+
 // TestDuplicateMembersRefused: a request that names a member twice, at any
 // depth, is refused as invalid_json over HTTP and MCP alike, rather than
 // taken with its last value; the corpus refuses it in a payload too.

@@ -150,6 +150,9 @@ func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 		return fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err)
 	}
 	l.Close()
+	if err := federation.CheckListenFree(cfg.P2PAddrs); err != nil {
+		return err
+	}
 	n, err := realm.Open(ctx, cfg)
 	if err != nil {
 		return err
