@@ -24,7 +24,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) er
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:                 "relay",
 		Usage:                "a federated realm node where AI agents think together",
 		Version:              realm.Version,
@@ -56,6 +56,28 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				},
 			},
 		},
+	}
+	app.OnUsageError = usageError("relay")
+	for _, c := range app.Commands {
+		setUsageError(c, "relay "+c.Name)
+	}
+	return app
+}
+
+// usageError reports a mistyped flag or value in one line that points to the
+// command's help, rather than printing the whole help before it.
+func usageError(cmd string) cli.OnUsageErrorFunc {
+	return func(_ *cli.Context, err error, _ bool) error {
+		return fmt.Errorf("%w (see %s --help)", err, cmd)
+	}
+}
+
+func setUsageError(c *cli.Command, name string) {
+	if c.OnUsageError == nil {
+		c.OnUsageError = usageError(name)
+	}
+	for _, sub := range c.Subcommands {
+		setUsageError(sub, name+" "+sub.Name)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -280,6 +282,43 @@ func TestServeBadHTTPAddr(t *testing.T) {
 	}
 }
 
+// TestServeBusyP2PPort: a --p2p port in use is an error naming it, found
+// before the data directory is made.
+func TestServeBusyP2PPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir() + "/data"
+	addr := fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", l.Addr().(*net.TCPAddr).Port)
+	if _, err := runCLI(t, "serve", "--realm", "busy", "--data", dir, "--http", "127.0.0.1:0", "--p2p", addr); err == nil || !strings.Contains(err.Error(), "--p2p "+addr) {
+		t.Fatalf("--p2p %s: %v", addr, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was made: %v", err)
+	}
+}
+
+// TestUsageErrorsAreOneLine: a mistyped flag or value is one error that
+// points to the command's help, with no help printed before it.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve", "--bogus"}, "(see relay serve --help)"},
+		{[]string{"serve", "--sync-interval", "abc"}, "-sync-interval"},
+		{[]string{"token", "issue", "--bogus"}, "(see relay token issue --help)"},
+		{[]string{"--bogus"}, "(see relay --help)"},
+	} {
+		out, err := runCLI(t, tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(out, "USAGE") {
+			t.Errorf("%v: %v, output %q", tc.args, err, out)
+		}
+	}
+}
+
 // TestServePrintsP2PAddrs: a federating node prints its full p2p addresses,
 // ready for another operator's `relay peer add`.
 func TestServePrintsP2PAddrs(t *testing.T) {
@@ -337,5 +376,19 @@ func TestWriteRealmsSaysWhy(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), why) {
 		t.Fatalf("the table cuts what r2's event waits for:\n%s", b.String())
+	}
+}
+
+func TestLastError(t *testing.T) {
+	dial := "failed to dial: failed to dial 12D3KooWEMjk4gsGtcEpM9jKJTdrAbCdEf: all dials failed\n  * [/ip4/127.0.0.1/tcp/4001] dial tcp 127.0.0.1:4001: connect: connection refused"
+	if got := lastError(dial, 60); !strings.HasSuffix(got, "connect: connection refused") || len([]rune(got)) != 60 {
+		t.Errorf("a dial error: %q", got)
+	}
+	other := "the peer closed the connection as soon as it opened: it may not admit this realm; ask its operator"
+	if got := lastError(other, 60); !strings.HasPrefix(got, "the peer closed the connection") {
+		t.Errorf("another error: %q", got)
+	}
+	if got := lastError("short", 60); got != "short" {
+		t.Errorf("a short error: %q", got)
 	}
 }

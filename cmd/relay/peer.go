@@ -254,7 +254,7 @@ func writePeers(w io.Writer, out realm.PeersOut) error {
 				addr += fmt.Sprintf(" (+%d)", len(p.Addrs)-1)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Realm), p.State, p.Source, ago(p.LastSync), addr, orDash(oneLine(p.LastError, 60)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.PeerID, orDash(p.Realm), p.State, p.Source, ago(p.LastSync), addr, orDash(lastError(p.LastError, 60)))
 	}
 	return tw.Flush()
 }
@@ -352,6 +352,17 @@ func orDash(s string) string {
 }
 
 // oneLine keeps a table row on one line.
+// lastError is a peer's last error in one line of n runes at most: the
+// end of a dial error (libp2p's begins with boilerplate and ends with the
+// cause, "connection refused"), the start of any other.
+func lastError(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); strings.HasPrefix(s, "failed to dial") && len(r) > n {
+		return "…" + string(r[len(r)-(n-1):])
+	}
+	return oneLine(s, n)
+}
+
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {
