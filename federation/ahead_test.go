@@ -2,35 +2,20 @@ package federation
 
 import (
 	"context"
-	"crypto/ed25519"
-	"io"
-	"log/slog"
 	"math"
 	"testing"
 	"time"
 
 	"relay/protocol"
-	"relay/store"
 )
 
 // TestWaitFarAhead: an event dated beyond what a Duration holds waits, and
 // its timer does not wrap into the past and fire at once (over and over).
 func TestWaitFarAhead(t *testing.T) {
-	_, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := store.DefaultConfig("")
-	cfg.InMemory, cfg.Realm, cfg.Key = true, "home", key
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := memStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := &Service{cfg: Config{MaxAhead: time.Minute}, log: cfg.Logger, st: st, stats: newStats(), ctx: ctx,
+	s := &Service{cfg: Config{MaxAhead: time.Minute}, log: quietLog, st: st, stats: newStats(), ctx: ctx,
 		pending: map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{},
 		aheadOf: map[protocol.Realm]aheadWait{}}
 	at := time.UnixMilli(math.MaxInt64)

@@ -3,7 +3,6 @@ package federation
 import (
 	"context"
 	"crypto/ed25519"
-	"io"
 	"log/slog"
 	"testing"
 
@@ -16,19 +15,8 @@ import (
 // after an upgrade) it does not lay again a quarantine the operator
 // lifted. Another refused event of the realm does.
 func TestRefusedAgainKeepsALiftedQuarantine(t *testing.T) {
-	_, key, err := ed25519.GenerateKey(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := store.DefaultConfig("")
-	cfg.InMemory, cfg.Realm, cfg.Key = true, "home", key
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s := &Service{log: cfg.Logger, st: st, stats: newStats(), ctx: context.Background(), quarantined: map[protocol.Realm]Quarantine{}}
+	st := memStore(t)
+	s := &Service{log: quietLog, st: st, stats: newStats(), ctx: context.Background(), quarantined: map[protocol.Realm]Quarantine{}}
 	quarantined := func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -50,4 +38,25 @@ func TestRefusedAgainKeepsALiftedQuarantine(t *testing.T) {
 	if !quarantined() {
 		t.Fatal("another refused event did not quarantine b")
 	}
+}
+
+var quietLog = slog.New(slog.DiscardHandler)
+
+// memStore opens an in-memory store of realm "home", closed when the test
+// ends.
+func memStore(t *testing.T) *store.Store {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := store.DefaultConfig("")
+	cfg.InMemory, cfg.Realm, cfg.Key = true, "home", key
+	cfg.Logger = quietLog
+	st, err := store.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

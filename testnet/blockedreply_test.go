@@ -13,23 +13,10 @@ import (
 // (the acceptance carries the answer's effect on it); unblocked, r3 gets
 // the answer, which joins the thread without undoing what came after it.
 func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
-	net, err := Start(Config{Realms: 3, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
-	var opened struct {
-		Thread struct{ ID string } `json:"thread"`
-	}
-	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
-	converge(t, net)
-	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
-		t.Fatalf("block: %d", st)
-	}
-	agent := as(r2, agentToken(t, r2, "answerer"))
+	net, th, agent := replierBlocked(t)
+	r1, r3 := net.Realms[0], net.Realms[2]
 	var out postAnswer
-	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+opened.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+th+"/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
 		t.Fatalf("reply: %d %+v", st, out)
 	}
 	type thread struct {
@@ -51,8 +38,8 @@ func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
 		var at1, at3 thread
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			at1, at3 = thread{}, thread{}
-			call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &at1)
-			call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &at3)
+			call(t, r1, "GET", "/api/v1/threads/"+th, nil, &at1)
+			call(t, r3, "GET", "/api/v1/threads/r1:"+th, nil, &at3)
 			if at1.Thread.Last != nil && !strings.Contains(at1.Thread.Last.ID, ":") {
 				at1.Thread.Last.ID = "r1:" + at1.Thread.Last.ID // as r3 writes r1's keys
 			}
@@ -66,7 +53,7 @@ func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
 		}
 	}
 	same("answered, r2 blocked at r3", "answered")
-	if st := call(t, r1, "POST", "/api/v1/threads/"+opened.Thread.ID+"/messages", map[string]any{"kind": "decide", "body": "The second one it is."}, nil); st/100 != 2 {
+	if st := call(t, r1, "POST", "/api/v1/threads/"+th+"/messages", map[string]any{"kind": "decide", "body": "The second one it is."}, nil); st/100 != 2 {
 		t.Fatalf("decide: %d", st)
 	}
 	same("decided, r2 blocked at r3", "decided")
@@ -87,8 +74,8 @@ func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
 		} `json:"messages"`
 	}
 	var t1, t3 tree
-	call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &t1)
-	call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &t3)
+	call(t, r1, "GET", "/api/v1/threads/"+th, nil, &t1)
+	call(t, r3, "GET", "/api/v1/threads/r1:"+th, nil, &t3)
 	var ids1, ids3 []string
 	for _, m := range t1.Messages {
 		if !strings.Contains(m.ID, ":") {
@@ -110,32 +97,19 @@ func TestThreadFollowsHomeWhileReplierBlocked(t *testing.T) {
 // for a claim that will not come); unblocked, r3 gets the claim, refuted
 // as at r1.
 func TestBlockedRepliersClaimRefuted(t *testing.T) {
-	net, err := Start(Config{Realms: 3, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
-	var opened struct {
-		Thread struct{ ID string } `json:"thread"`
-	}
-	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
-	converge(t, net)
-	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
-		t.Fatalf("block: %d", st)
-	}
-	agent := as(r2, agentToken(t, r2, "answerer"))
+	net, th, agent := replierBlocked(t)
+	r1, r3 := net.Realms[0], net.Realms[2]
 	var out postAnswer
-	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+opened.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "The second one.",
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+th+"/messages", map[string]any{"kind": "answer", "body": "The second one.",
 		"claims": []any{map[string]any{"statement": "it is faster"}}}, &out); st/100 != 2 || out.Message.Status != "accepted" || len(out.Message.Claims) != 1 {
 		t.Fatalf("reply: %d %+v", st, out)
 	}
 	claim := "r2:" + out.Message.Claims[0]
-	if st := call(t, r1, "POST", "/api/v1/threads/"+opened.Thread.ID+"/messages", map[string]any{"kind": "refute", "body": "It is not.", "refutes": []string{claim},
+	if st := call(t, r1, "POST", "/api/v1/threads/"+th+"/messages", map[string]any{"kind": "refute", "body": "It is not.", "refutes": []string{claim},
 		"evidence": []any{map[string]any{"kind": "note", "value": "benchmark"}}}, nil); st/100 != 2 {
 		t.Fatalf("refute: %d", st)
 	}
-	if st := call(t, r1, "POST", "/api/v1/threads/"+opened.Thread.ID+"/messages", map[string]any{"kind": "decide", "body": "The first one."}, nil); st/100 != 2 {
+	if st := call(t, r1, "POST", "/api/v1/threads/"+th+"/messages", map[string]any{"kind": "decide", "body": "The first one."}, nil); st/100 != 2 {
 		t.Fatalf("decide: %d", st)
 	}
 	type thread struct {
@@ -148,8 +122,8 @@ func TestBlockedRepliersClaimRefuted(t *testing.T) {
 		t.Helper()
 		var at1, at3 thread
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &at1)
-			call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &at3)
+			call(t, r1, "GET", "/api/v1/threads/"+th, nil, &at1)
+			call(t, r3, "GET", "/api/v1/threads/r1:"+th, nil, &at3)
 			if at1.Thread == at3.Thread && at1.Thread.State == "decided" {
 				return
 			}
@@ -175,4 +149,26 @@ func TestBlockedRepliersClaimRefuted(t *testing.T) {
 	if st := call(t, r3, "GET", "/api/v1/claims/"+claim, nil, &c3); st != 200 || c3.Claim.State != "refuted" || c1.Claim.State != "refuted" || len(c3.Claim.RefutedBy) != 1 {
 		t.Fatalf("the claim at r1 %+v, at r3 (%d) %+v", c1.Claim, st, c3.Claim)
 	}
+}
+
+// replierBlocked starts three meshed realms, opens a thread at r1 (an ask,
+// converged everywhere) and has r3 block r2. It returns the net, the
+// thread's key at r1 and an agent of r2 to answer in it.
+func replierBlocked(t *testing.T) (net *Net, thread string, agent *Realm) {
+	t.Helper()
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	var opened struct {
+		Thread struct{ ID string } `json:"thread"`
+	}
+	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
+	converge(t, net)
+	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
+		t.Fatalf("block: %d", st)
+	}
+	return net, opened.Thread.ID, as(r2, agentToken(t, r2, "answerer"))
 }

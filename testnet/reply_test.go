@@ -192,23 +192,10 @@ func TestReplyAcrossRealms(t *testing.T) {
 // r2 while r2 answers in r1's thread and r1 accepts; unblocked, r3 gets the
 // reply after the decision.
 func TestDecisionBeforeReply(t *testing.T) {
-	net, err := Start(Config{Realms: 3, Topology: Mesh})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
-	var opened struct {
-		Thread struct{ ID string } `json:"thread"`
-	}
-	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
-	converge(t, net)
-	if st := call(t, r3, "POST", "/api/v1/federation/blocks", map[string]any{"realm": "r2"}, nil); st != 200 {
-		t.Fatalf("block: %d", st)
-	}
-	agent := as(r2, agentToken(t, r2, "answerer"))
+	net, th, agent := replierBlocked(t)
+	r1, r3 := net.Realms[0], net.Realms[2]
 	var out postAnswer
-	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+opened.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+	if st := call(t, agent, "POST", "/api/v1/threads/r1:"+th+"/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
 		t.Fatalf("reply: %d %+v", st, out)
 	}
 	time.Sleep(1500 * time.Millisecond) // r3 takes r1's decision, not r2's reply
@@ -224,8 +211,8 @@ func TestDecisionBeforeReply(t *testing.T) {
 		} `json:"thread"`
 	}
 	var at1, at3 thread
-	call(t, r1, "GET", "/api/v1/threads/"+opened.Thread.ID, nil, &at1)
-	call(t, r3, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &at3)
+	call(t, r1, "GET", "/api/v1/threads/"+th, nil, &at1)
+	call(t, r3, "GET", "/api/v1/threads/r1:"+th, nil, &at3)
 	if at1.Thread != at3.Thread || at3.Thread.MessageCount != 2 {
 		t.Fatalf("r1 sees %+v, r3 sees %+v", at1.Thread, at3.Thread)
 	}
