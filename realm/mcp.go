@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"runtime/debug"
 	"slices"
@@ -279,7 +280,7 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	h := e.protected
 	if slices.Contains(n.cfg.AllowedHosts, host) {
 		h = e.behindProxy
-	} else if reboundHost(r, host) {
+	} else if reboundHost(r) {
 		// The SDK refuses it too, in plain text; here it is a refusal.
 		writeRefusalAs(w, protocol.Refusef(protocol.ReasonForbidden, "Host %q is not a name of this node: it answers on loopback to loopback names only, a guard against DNS rebinding; a reverse proxy's name is given with --allowed-host.", r.Host), e.surface)
 		return
@@ -288,26 +289,30 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 }
 
 // reboundHost reports what the SDK's DNS-rebinding protection refuses: a
-// request on a loopback connection whose Host is not a loopback name.
-func reboundHost(r *http.Request, host string) bool {
+// request on a loopback connection whose Host is not a loopback name, by
+// the SDK's own test (isLoopbackAddr), so that neither lets through what
+// the other refuses.
+func reboundHost(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if !ok || local == nil {
 		return false
 	}
-	lh, _, err := net.SplitHostPort(local.String())
-	if err != nil || !isLoopbackName(lh) {
-		return false
-	}
-	return !isLoopbackName(host)
+	return isLoopbackAddr(local.String()) && !isLoopbackAddr(r.Host)
 }
 
-// isLoopbackName reports whether host is localhost or a loopback address.
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
+// isLoopbackAddr reports whether addr, a host with or without a port, is
+// "localhost" or a loopback address, as go-sdk's internal util.IsLoopback
+// (v1.8.0) decides it.
+func isLoopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if host == "localhost" {
 		return true
 	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // JSON-RPC 2.0's error codes for messages the server cannot take.

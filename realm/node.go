@@ -296,9 +296,6 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	return n, nil
 }
 
-// pinRealm returns the realm name of the data directory, recording it on
-// first start; a different name later is refused, because the log, the key
-// and every identity belong to the first.
 // checkKeyKept refuses a data directory that held a realm and lost its
 // key: a new key would sign the realm's next events after ones signed by
 // the old, a chain no peer takes, and pin the new key over the old.
@@ -320,6 +317,9 @@ func checkKeyKept(dir string, name protocol.Realm, rf realmFile) error {
 	return fmt.Errorf("%s holds realm %q%s but not its key, realm.key: restore it from where it was kept; a new key would sign the realm's next events after ones signed by the old, a chain no peer takes", dir, name, who)
 }
 
+// pinRealm returns the realm name of the data directory, recording it on
+// first start; a different name later is refused, because the log, the key
+// and every identity belong to the first.
 func pinRealm(dir, want string) (protocol.Realm, realmFile, error) {
 	var rf realmFile
 	b, err := os.ReadFile(filepath.Join(dir, "realm.json"))

@@ -345,7 +345,7 @@ func TestMCPReboundHost(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "agent", "read")
 	tn.cfg.AllowedHosts = []string{"proxy.example"}
-	for host, want := range map[string]int{"relay.example.com": 403, "proxy.example": 200, "localhost": 200} {
+	for host, want := range map[string]int{"relay.example.com": 403, "proxy.example": 200, "localhost": 200, "LOCALHOST": 403, "[::1]:80": 200} {
 		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		req.Host = host
 		req.Header.Set("Content-Type", "application/json")

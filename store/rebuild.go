@@ -103,6 +103,7 @@ func (s *Store) rebuild(ctx context.Context) error {
 		failed := false
 		for i, se := range evs {
 			ops[i] = &op{done: make(chan opResult, 1), run: func(tx *Tx) (*StoredEvent, error) {
+				tx.replaying = true
 				for _, p := range projectors {
 					if err := p.Apply(tx, se); err != nil {
 						return nil, err

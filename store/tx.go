@@ -28,6 +28,8 @@ type Tx struct {
 	s        *Store
 	txn      *badger.Txn // committed state: the View's or the committer's snapshot
 	readOnly bool
+	// replaying: the op replays a held event into rebuilt projections.
+	replaying bool
 
 	writes map[string]write // the op's overlay
 	order  []string         // first-write order, so flushes are deterministic
@@ -52,6 +54,11 @@ type Tx struct {
 // ReadOnly reports whether tx is a View's: it sees committed state only
 // and belongs to no op.
 func (tx *Tx) ReadOnly() bool { return tx.readOnly }
+
+// Replaying reports whether tx replays an event the log holds into
+// rebuilt projections: in the order it was taken, without Dependent's
+// checks, so a record it refers to may come only later.
+func (tx *Tx) Replaying() bool { return tx.replaying }
 
 type write struct {
 	val []byte

@@ -172,3 +172,53 @@ func replierBlocked(t *testing.T) (net *Net, thread string, agent *Realm) {
 	}
 	return net, opened.Thread.ID, as(r2, agentToken(t, r2, "answerer"))
 }
+
+// TestRefuteOfAnotherRealmsPendingClaim: r3 blocks r2 before r2's agent
+// replies into r3's thread with a claim: r3 never holds the reply, so it
+// stays pending everywhere. r4's agent then refutes that claim in a reply
+// into r1's thread: r1 decides it (accepts it) rather than wait for r3's
+// word on the claim's reply, which will not come.
+func TestRefuteOfAnotherRealmsPendingClaim(t *testing.T) {
+	net, err := Start(Config{Realms: 4, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	r1, r2, r3, r4 := net.Realms[0], net.Realms[1], net.Realms[2], net.Realms[3]
+	var o1, o3 struct {
+		Thread struct{ ID string } `json:"thread"`
+	}
+	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &o1)
+	call(t, r3, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which disk?"}, &o3)
+	converge(t, net)
+	block(t, r3, "r2")
+	var out postAnswer
+	call(t, as(r2, agentToken(t, r2, "a2")), "POST", "/api/v1/threads/r3:"+o3.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "SSD.",
+		"claims": []any{map[string]any{"statement": "ssd is faster"}}}, &out)
+	if len(out.Message.Claims) != 1 {
+		t.Fatalf("r2 reply: %+v", out)
+	}
+	claim := "r2:" + out.Message.Claims[0]
+	a4 := as(r4, agentToken(t, r4, "a4"))
+	for deadline := time.Now().Add(10 * time.Second); call(t, a4, "GET", "/api/v1/claims/"+claim, nil, nil) != 200; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("r4 never held the claim")
+		}
+	}
+	var ref postAnswer
+	st := call(t, a4, "POST", "/api/v1/threads/r1:"+o1.Thread.ID+"/messages", map[string]any{"kind": "refute", "body": "It is not.", "refutes": []string{claim},
+		"evidence": []any{map[string]any{"kind": "note", "value": "benchmark"}}}, &ref)
+	if st/100 != 2 {
+		t.Fatalf("r4's refute: %d %+v", st, ref)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var m postAnswer
+		call(t, r1, "GET", "/api/v1/messages/"+ref.Message.CID, nil, &m)
+		if m.Message.Status == "accepted" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("r1 never decides r4's reply: %q", m.Message.Status)
+		}
+	}
+}

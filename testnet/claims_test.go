@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -168,5 +169,18 @@ func TestAttestationKeptAside(t *testing.T) {
 		} else if time.Now().After(deadline) {
 			t.Fatalf("r3, after the unblock, on r2's thread: %d; on r2: %+v", st, rs)
 		}
+	}
+	// r3's log now holds the attestation before the claim it attests: a
+	// rebuild, with r1 no longer blocked, and a restart end as the live
+	// projection did.
+	if err := r3.Node.Store().Rebuild(context.Background()); err != nil {
+		t.Fatalf("rebuild at r3: %v", err)
+	}
+	if err := net.Restart(2); err != nil {
+		t.Fatalf("restart r3: %v", err)
+	}
+	var out claimAnswer
+	if st := call(t, r3, "GET", "/api/v1/claims/r1:cl_1", nil, &out); st != 200 || out.Claim.State != "supported" || len(out.Claim.Attestations) != 1 {
+		t.Fatalf("r3's claim after a rebuild: %d %+v", st, out)
 	}
 }

@@ -76,6 +76,29 @@ func setUsageError(c *cli.Command, name string) {
 	if c.OnUsageError == nil {
 		c.OnUsageError = usageError(name)
 	}
+	// urfave/cli prints the whole help before a missing required flag's
+	// error, not through OnUsageError: the check is made here instead.
+	var required []string
+	for _, f := range c.Flags {
+		if sf, ok := f.(*cli.StringFlag); ok && sf.Required {
+			sf.Required = false
+			required = append(required, sf.Name)
+		}
+	}
+	if len(required) > 0 {
+		before := c.Before
+		c.Before = func(cc *cli.Context) error {
+			for _, f := range required {
+				if !cc.IsSet(f) {
+					return fmt.Errorf("the flag --%s is required (see %s --help)", f, name)
+				}
+			}
+			if before != nil {
+				return before(cc)
+			}
+			return nil
+		}
+	}
 	for _, sub := range c.Subcommands {
 		setUsageError(sub, name+" "+sub.Name)
 	}

@@ -311,6 +311,9 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"serve", "--sync-interval", "abc"}, "-sync-interval"},
 		{[]string{"token", "issue", "--bogus"}, "(see relay token issue --help)"},
 		{[]string{"--bogus"}, "(see relay --help)"},
+		{[]string{"token", "issue"}, "--label is required (see relay token issue --help)"},
+		{[]string{"export"}, "--output is required (see relay export --help)"},
+		{[]string{"import"}, "--input is required (see relay import --help)"},
 	} {
 		out, err := runCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(out, "USAGE") {

@@ -351,7 +351,6 @@ func orDash(s string) string {
 	return s
 }
 
-// oneLine keeps a table row on one line.
 // lastError is a peer's last error in one line of n runes at most: the
 // end of a dial error (libp2p's begins with boilerplate and ends with the
 // cause, "connection refused"), the start of any other.
@@ -363,6 +362,7 @@ func lastError(s string, n int) string {
 	return oneLine(s, n)
 }
 
+// oneLine keeps a table row on one line.
 func oneLine(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if r := []rune(s); len(r) > n {

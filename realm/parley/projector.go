@@ -461,11 +461,15 @@ func (p *apply) claimFact(id rid, f claimFact, byRealm protocol.Realm) error {
 	}
 	f.At, f.CID, f.Realm, f.Seq = p.at, p.cid, p.realm, p.seq
 	if !ok {
-		if p.refusing != nil && p.refusing(id.Realm) {
-			// A claim of a realm refused here will not come (until the
-			// operator lifts that): its facts are kept aside, folded in
-			// should it come (foldAside), rather than hold back what they
-			// came in.
+		// Missing lets another realm's event through without its claim
+		// only when the claim's realm is refused here (a claim that will
+		// not come, until the operator lifts that), and a rebuild replays
+		// the log as it was taken, whatever is refused now. Such a fact is
+		// kept aside and folded in should the claim come (foldAside),
+		// rather than hold back what it came in. Otherwise the claim is
+		// waited for: this realm's own decision on a reply that refutes it
+		// is made again once it comes.
+		if p.tx.Replaying() || p.refusing != nil && p.refusing(id.Realm) {
 			return putJSON(p.tx, key(pfxAside, id.bytes(), u64(p.se.Sequence), []byte(f.Kind)), &asideFact{Fact: f, ByRealm: byRealm})
 		}
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}

@@ -469,7 +469,13 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 		if !ok {
 			continue // of a realm refused here (Missing waits for the others)
 		}
-		st, why, err := s.replyStanding(tx, cl.Message, cl.Thread)
+		// Only this realm's own word is waited for: another realm's may
+		// never come here (it may not hold the reply, or be gone).
+		standing := s.replyOutcome
+		if cl.Thread.Realm == s.realm {
+			standing = s.replyStanding
+		}
+		st, why, err := standing(tx, cl.Message, cl.Thread)
 		switch {
 		case err != nil:
 			return nil, err
@@ -480,9 +486,10 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 	return nil, nil
 }
 
-// replyStanding is replyOutcome for a record a reply names: a missingError
-// while it is a reply not held yet, or held and not decided, unless a realm
-// it waits on is refused here (its word will not come).
+// replyStanding is replyOutcome for a record a reply names in a thread of
+// this realm: a missingError while it is a reply not held yet, or held and
+// not decided, unless a realm it waits on is refused here (its word will
+// not come).
 func (s *Service) replyStanding(tx *store.Tx, id, thread rid) (string, *Refusal, error) {
 	if id.Realm == thread.Realm {
 		return "", nil, nil
