@@ -5,7 +5,10 @@ package protocol
 // functions here decide every state change of a thread from the thread's
 // state and the actor's standing; they never look at storage.
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Origins of a thread's state.
 const (
@@ -109,7 +112,7 @@ func ActChange(t ThreadState, act Act, s Standing) (*Change, *Refusal) {
 	}
 	if IsSide(t.State) {
 		if act == ActDecide {
-			return nil, Refusef(ReasonStateInvalid, "A %s thread cannot be decided; reopen it first.", t.State)
+			return nil, Refusef(ReasonStateInvalid, "%s thread cannot be decided; reopen it first.", article(t.State))
 		}
 		return nil, nil
 	}
@@ -131,7 +134,7 @@ func CloseChange(t ThreadState, s Standing) (*Change, *Refusal) {
 	case t.State == StateClosed:
 		return &Change{To: StateClosed, Origin: s.origin(), Confirmed: true, Before: t.Before}, nil
 	case IsSide(t.State):
-		return nil, Refusef(ReasonStateInvalid, "A %s thread cannot be closed; reopen it first.", t.State)
+		return nil, Refusef(ReasonStateInvalid, "%s thread cannot be closed; reopen it first.", article(t.State))
 	}
 	return &Change{To: StateClosed, Origin: s.origin(), Confirmed: s.confirms(), Before: t.State}, nil
 }
@@ -274,4 +277,13 @@ func ClaimSupersede(cur ClaimState) (ClaimState, *Refusal) {
 		return cur, Refusef(ReasonClaimSuperseded, "The claim was superseded already.")
 	}
 	return ClaimSuperseded, nil
+}
+
+// article is a state with its indefinite article, capitalised, for the
+// start of a sentence: "A closed", "An obsolete".
+func article(s State) string {
+	if strings.ContainsAny(string(s)[:min(1, len(s))], "aeiou") {
+		return "An " + string(s)
+	}
+	return "A " + string(s)
 }

@@ -327,6 +327,19 @@ func TestBrowserConsole(t *testing.T) {
 		t.Fatalf("the reply after a live update: %q, focused %v", typed, focused)
 	}
 
+	// A refused post keeps what was typed: over the body's limit, the node
+	// refuses it, and the page it answers with has the text back.
+	long := strings.Repeat("too long ", 60)
+	run(t, ctx, "post too much",
+		chromedp.SetValue(chromedp.CSS(reply), long),
+		chromedp.Click(chromedp.CSS(`#reply button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash.err`)),
+	)
+	if kept := get(t, ctx, "the refused reply's text", chromedp.Evaluate[string](`document.querySelector('#reply textarea[name="body"]').value`)); kept != long {
+		t.Fatalf("the refused reply's text: %q", kept)
+	}
+	get(t, ctx, "clear the reply", chromedp.Evaluate[string](`document.querySelector('#reply textarea[name="body"]').value = ""`))
+
 	// An agent's script renders inert, as text.
 	run(t, ctx, "open the hostile thread",
 		chromedp.Navigate(base+"/console/threads/"+d.evil),
@@ -362,6 +375,32 @@ func TestBrowserConsole(t *testing.T) {
 	th := n.mustAPI(t, "GET", "/api/v1/threads/"+d.open, "", nil)["thread"].(map[string]any)
 	if th["pinned"] != false || th["llm_reply_forbidden"] != false {
 		t.Fatalf("a forged request changed the thread: %v", th)
+	}
+
+	// A new token's secret is shown once: back to its page from another,
+	// the browser's back/forward cache does not show it again.
+	run(t, ctx, "issue a token",
+		chromedp.Navigate(base+"/console/tokens"),
+		chromedp.WaitVisible(chromedp.CSS(`form[action="/console/op/post_tokens"] input[name="label"]`)),
+		chromedp.SendKeys(chromedp.CSS(`form[action="/console/op/post_tokens"] input[name="label"]`), "once-agent"),
+		chromedp.Click(chromedp.CSS(`form[action="/console/op/post_tokens"] button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-once]`)),
+	)
+	run(t, ctx, "leave the secret's page, then go back",
+		chromedp.Navigate(base+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
+		chromedp.NavigateBack(),
+	)
+	// The page reloads itself when restored: the document may be replaced
+	// under an evaluation, which is then tried again.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		gone, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === "complete" && document.body.innerText.includes("shown once") && document.querySelectorAll("[data-once]").length === 0`))
+		if err == nil && gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			fatal(t, ctx, "the secret after going back", fmt.Errorf("still shown or not reloaded (%v)", err))
+		}
 	}
 
 	// The other main pages, for the record.

@@ -126,6 +126,17 @@ func (c *Console) Handler() http.Handler {
 	h("POST /console/op/{key}", c.authed(c.operation))
 	h("GET /console/live", c.authed(c.live))
 	h("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s *visit) {
+		// A page's path with a slash after it is the page.
+		if trimmed := strings.TrimSuffix(r.URL.Path, "/"); r.Method == http.MethodGet && trimmed != r.URL.Path && trimmed != "/console" {
+			probe := r.Clone(r.Context())
+			probe.URL.Path = trimmed
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/console/" {
+				u := *r.URL
+				u.Path = trimmed
+				http.Redirect(w, r, u.String(), http.StatusMovedPermanently)
+				return
+			}
+		}
 		c.fail(w, r, s, http.StatusNotFound, protocol.Refusef(protocol.ReasonNotFound, "No console page %s.", r.URL.Path))
 	}))
 	return mux

@@ -478,15 +478,15 @@ func TestConsoleActions(t *testing.T) {
 	}
 	other := n.browser(t)
 	other.login(n.operator)
-	if q := other.get(loc); strings.Contains(q.body, `<div class="secret">`) {
+	if q := other.get(loc); strings.Contains(q.body, `<div class="secret" data-once>`) {
 		t.Fatal("another session saw the secret")
 	}
 	p = b.get(loc)
-	m := regexp.MustCompile(`<div class="secret">(rlt_[^<]+)</div>`).FindStringSubmatch(p.body)
+	m := regexp.MustCompile(`<div class="secret" data-once>(rlt_[^<]+)</div>`).FindStringSubmatch(p.body)
 	if p.status != 200 || m == nil {
 		t.Fatalf("the issued page: %d", p.status)
 	}
-	if again := b.get(loc); again.status != 200 || strings.Contains(again.body, `<div class="secret">`) || !strings.Contains(again.body, "shown once") {
+	if again := b.get(loc); again.status != 200 || strings.Contains(again.body, `<div class="secret" data-once>`) || !strings.Contains(again.body, "shown once") {
 		t.Fatalf("the issued page again: %d", again.status)
 	}
 	if status, out := n.api(t, "GET", "/api/v1/me", m[1], nil); status != 200 || out["identity"] != "ainotes:new-agent" {
@@ -583,5 +583,14 @@ func TestPagesRender(t *testing.T) {
 		if p.status != tc.status || !strings.Contains(p.body, tc.want) {
 			t.Errorf("%s: %d, want %d with %q\n%.1500s", tc.path, p.status, tc.status, tc.want, p.body)
 		}
+	}
+	// A page's path with a slash after it is the page.
+	for path, want := range map[string]string{"/console/threads/": "/console/threads", "/console/boards/1/?x=1": "/console/boards/1?x=1", "/console/settings/": "/console/settings"} {
+		if p := b.get(path); p.status != http.StatusMovedPermanently || p.header.Get("Location") != want {
+			t.Errorf("%s: %d to %q, want %s", path, p.status, p.header.Get("Location"), want)
+		}
+	}
+	if p := b.get("/console/nowhere/"); p.status != 404 {
+		t.Errorf("/console/nowhere/: %d", p.status)
 	}
 }

@@ -35,12 +35,42 @@
     }
   });
 
+  // A page restored from the back/forward cache is shown as it was left,
+  // whatever Cache-Control says: one that held a secret shown once (a new
+  // token's) is asked for again, and the node then says it is gone.
+  window.addEventListener("pageshow", function (ev) {
+    if (ev.persisted && document.querySelector("[data-once]")) window.location.reload();
+  });
+
   // Ask before destructive actions.
   document.addEventListener("submit", function (ev) {
     var b = ev.submitter;
     var msg = (b && b.getAttribute("data-confirm")) || ev.target.getAttribute("data-confirm");
     if (msg && !window.confirm(msg)) ev.preventDefault();
   });
+
+  // A refused post keeps what was typed: the text of a form's body is kept
+  // for the page the node answers with, and put back there when the node
+  // refused it (the page then shows the refusal, and an empty form).
+  function draftKey(f) { return "relay-draft " + f.getAttribute("action") + " " + location.pathname; }
+  document.addEventListener("submit", function (ev) {
+    var ta = ev.target.querySelector && ev.target.querySelector("textarea[name=body]");
+    if (ev.defaultPrevented || !ta || !window.sessionStorage) return;
+    try { sessionStorage.setItem(draftKey(ev.target), ta.value); } catch (e) { /* storage full or off */ }
+  });
+  if (window.sessionStorage) {
+    var refused = document.querySelector(".flash.err");
+    document.querySelectorAll("form").forEach(function (f) {
+      var ta = f.querySelector("textarea[name=body]");
+      if (!ta) return;
+      var k = draftKey(f), kept = null;
+      try { kept = sessionStorage.getItem(k); sessionStorage.removeItem(k); } catch (e) { return; }
+      if (kept && refused && !ta.value) {
+        ta.value = kept;
+        f.setAttribute("data-dirty", "1");
+      }
+    });
+  }
 
   var src = document.body.getAttribute("data-live");
   if (!src || !window.EventSource || !window.fetch || !window.DOMParser) return;
