@@ -420,6 +420,19 @@ func TestBrowserConsole(t *testing.T) {
 	shot(t, ctx, "conversation")
 	run(t, ctx, "search", chromedp.Navigate(base+"/console/corpus?search=snapshot+sequence"), chromedp.WaitVisible(chromedp.CSS(`#results`)), liveOrStatic)
 	shot(t, ctx, "corpus-search")
+
+	// The thread is closed while the operator writes a reply: the reply
+	// form is gone from the fresh page, so the page keeps the text and says
+	// it has changed.
+	run(t, ctx, "write in an open thread", chromedp.Navigate(base+"/console/threads/"+d.open),
+		chromedp.WaitVisible(chromedp.CSS(reply)),
+		poll(`document.getElementById("livestate").classList.contains("on")`, 10*time.Second),
+		chromedp.SendKeys(chromedp.CSS(reply), "a reply in the making"))
+	n.mustAPI(t, "POST", "/api/v1/threads/"+d.open+"/close", n.operator, map[string]any{})
+	run(t, ctx, "the page says it changed", poll(`document.querySelector("#thread .stale") !== null`, 15*time.Second))
+	if kept := get(t, ctx, "the reply's text", chromedp.Evaluate[string](`document.querySelector('#reply textarea[name="body"]').value`)); kept != "a reply in the making" {
+		t.Fatalf("the reply's text after the thread closed: %q", kept)
+	}
 }
 
 // TestBrowserFederation: the operator of r1, peered with r2, blocks r2 from

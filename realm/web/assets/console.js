@@ -114,7 +114,19 @@
     if (kept.length) {
       var theirs = new Map();
       formKeys(fresh).forEach(function (k, f) { theirs.set(k, f); });
-      if (!kept.every(function (p) { return theirs.has(p[1]); })) return;
+      if (!kept.every(function (p) { return theirs.has(p[1]); })) {
+        // What the operator is writing in is gone from the fresh page (a
+        // thread closed meanwhile, say): the page stays as it is, so the
+        // text stays, and says that it has changed.
+        if (!el.querySelector(".stale")) {
+          var note = document.createElement("div");
+          note.className = "flash err stale";
+          note.setAttribute("role", "alert");
+          note.innerHTML = "<span>This page has changed since you began writing here: what you are writing may no longer apply. Copy your text, then <a href=\"\">reload the page</a>.</span>";
+          el.insertBefore(note, el.firstChild);
+        }
+        return;
+      }
       var a = document.activeElement, caret = null;
       if (a && el.contains(a)) {
         try { caret = [a.selectionStart, a.selectionEnd, a.selectionDirection]; } catch (e) { caret = null; }
