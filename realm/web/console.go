@@ -214,7 +214,8 @@ func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
-	c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: Prefix, Error: "Your session has ended. Log in again."})
+	// A form sent after the session ended: back to the page it came from.
+	c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: safeReturn(formValue(r, "return")), Error: "Your session has ended. Log in again."})
 }
 
 // isTLS reports whether the request came over TLS, directly or through a

@@ -249,6 +249,12 @@ func TestLoginSessionLogout(t *testing.T) {
 	if p := again.get("/console/"); p.status != http.StatusSeeOther {
 		t.Fatalf("after logout: %d", p.status)
 	}
+	// A form sent after the session ended asks for a login that leads back
+	// to the page the form came from.
+	p = again.post("/console/op/post_threads_id_messages", url.Values{"csrf": {csrf}, "return": {"/console/threads/th_1"}, "id": {"th_1"}, "kind": {"note"}, "body": {"late"}})
+	if p.status != http.StatusUnauthorized || p.field(t, "next") != "/console/threads/th_1" {
+		t.Fatalf("a form after the session ended: %d, next %q", p.status, p.field(t, "next"))
+	}
 }
 
 func mustURL(s string) *url.URL {

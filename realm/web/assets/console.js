@@ -50,8 +50,9 @@
   });
 
   // A refused post keeps what was typed: the text of a form's body is kept
-  // for the page the node answers with, and put back there when the node
-  // refused it (the page then shows the refusal, and an empty form).
+  // for the next page that has the form, and put back there unless the
+  // node took it (the page then says so): after a refusal, or after a
+  // login when the session had ended.
   function draftKey(f) { return "relay-draft " + f.getAttribute("action") + " " + location.pathname; }
   document.addEventListener("submit", function (ev) {
     var ta = ev.target.querySelector && ev.target.querySelector("textarea[name=body]");
@@ -59,13 +60,13 @@
     try { sessionStorage.setItem(draftKey(ev.target), ta.value); } catch (e) { /* storage full or off */ }
   });
   if (window.sessionStorage) {
-    var refused = document.querySelector(".flash.err");
+    var taken = document.querySelector(".flash.ok");
     document.querySelectorAll("form").forEach(function (f) {
       var ta = f.querySelector("textarea[name=body]");
       if (!ta) return;
       var k = draftKey(f), kept = null;
       try { kept = sessionStorage.getItem(k); sessionStorage.removeItem(k); } catch (e) { return; }
-      if (kept && refused && !ta.value) {
+      if (kept && !taken && !ta.value) {
         ta.value = kept;
         f.setAttribute("data-dirty", "1");
       }
