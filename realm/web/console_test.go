@@ -453,6 +453,13 @@ func TestConsoleActions(t *testing.T) {
 	if f := act("post_features_id_status", url.Values{"id": {featID}, "status": {"planned"}, "note": {"next month"}}); !strings.Contains(f, "is planned") {
 		t.Fatalf("feature: %s", f)
 	}
+	// Decided, it leaves the open requests for the decided ones.
+	if f := act("post_features_id_status", url.Values{"id": {featID}, "status": {"done"}, "note": {"shipped"}}); !strings.Contains(f, "is done") {
+		t.Fatalf("feature done: %s", f)
+	}
+	if q := b.get("/console/"); !strings.Contains(q.body, "No feature request is open.") || !strings.Contains(q.body, "Decided (1)") || !strings.Contains(q.body, "shipped") {
+		t.Fatalf("the queue after the decision:\n%.3000s", q.body)
+	}
 	if f := act("post_claims_id_seal", url.Values{"id": {claim}}); !strings.Contains(f, "verified") {
 		t.Fatalf("seal: %s", f)
 	}

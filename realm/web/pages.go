@@ -108,9 +108,13 @@ type queueData struct {
 	Proposals []map[string]any
 	Requests  []map[string]any
 	Features  []map[string]any
+	Decided   []map[string]any // feature requests done or rejected, newest first
 	Claims    []map[string]any
 	Problems  []string // parts that could not be read
 }
+
+// decidedShown bounds the decided feature requests the queue lists.
+const decidedShown = 50
 
 func (q *queueData) total() int {
 	return len(q.Proposals) + len(q.Requests) + len(q.Features) + len(q.Claims)
@@ -202,8 +206,13 @@ func (c *Console) gather(r *http.Request, s *visit) *queueData {
 			switch f["status"] {
 			case "open", "accepted", "planned":
 				q.Features = append(q.Features, f)
+			case "done", "rejected":
+				q.Decided = append(q.Decided, f)
 			}
 		}
+		// Newest first, as decided: the list is in the order they came.
+		slices.Reverse(q.Decided)
+		q.Decided = q.Decided[:min(len(q.Decided), decidedShown)]
 	}
 	// Claims that someone other than their author supported wait for a seal.
 	if out, err := c.call(ctx, s, "get_threads", map[string]any{"limit": queueThreadLimit}); err != nil {
