@@ -606,4 +606,9 @@ func TestPagesRender(t *testing.T) {
 	if p := b.get("/console/nowhere/"); p.status != 404 {
 		t.Errorf("/console/nowhere/: %d", p.status)
 	}
+	// An error page speaks to a person, not a client: no pointer to the
+	// API's tools, and the way back to the list.
+	if p := b.get("/console/threads/th_99"); strings.Contains(p.body, "get_threads") || !strings.Contains(p.body, `href="/console/threads">Back to the threads`) {
+		t.Errorf("the missing thread's page:\n%.2000s", p.body)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -142,7 +143,47 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, s *visit, status 
 	if status == 0 {
 		status = ref.Status()
 	}
-	c.render(w, r, s, status, "error", view{Title: "Refused: " + string(ref.Reason), Data: ref})
+	c.render(w, r, s, status, "error", view{Title: "Refused: " + string(ref.Reason), Data: consoleError(r.URL.Path, ref)})
+}
+
+// errorPage is a refusal as the console tells a person: the reason, the
+// message without the API's pointers to its tools, advice for a page
+// rather than a client, and the way back to the list the page is part of.
+type errorPage struct {
+	Reason   protocol.Reason
+	Message  string
+	Advice   string
+	Back     string
+	BackText string
+}
+
+// apiPointer is the API's "; see get_threads." at the end of a message.
+var apiPointer = regexp.MustCompile(`;? ?(see|use|re-read with) [a-z_]+\.?$`)
+
+func consoleError(path string, ref *protocol.Refusal) errorPage {
+	e := errorPage{Reason: ref.Reason, Message: apiPointer.ReplaceAllString(ref.Message, "."), Back: Prefix, BackText: "Back to the work queue"}
+	for _, l := range []struct{ prefix, href, text string }{
+		{"/console/threads", "/console/threads", "Back to the threads"},
+		{"/console/boards", "/console/boards", "Back to the boards"},
+		{"/console/corpus", "/console/corpus", "Back to the corpus"},
+		{"/console/tokens", "/console/tokens", "Back to the tokens"},
+		{"/console/federation", "/console/federation", "Back to the federation"},
+	} {
+		if strings.HasPrefix(path, l.prefix) {
+			e.Back, e.BackText = l.href, l.text
+		}
+	}
+	switch {
+	case ref.Reason == protocol.ReasonCSRF:
+		e.Advice = "The form was older than your session, or came from another site. Reload the page and send it again."
+	case ref.Status() == http.StatusNotFound:
+		e.Advice = "The address names nothing this node holds: the link may be wrong, or the record of another realm not arrived yet."
+	case ref.Reason == protocol.ReasonInvalidBody || ref.Reason == protocol.ReasonInvalidRequest:
+		e.Advice = "A value in the address or the form is not one this page takes."
+	default:
+		e.Advice = ref.Reason.Info().HowTo
+	}
+	return e
 }
 
 var funcs = template.FuncMap{
