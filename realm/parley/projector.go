@@ -469,7 +469,9 @@ func (p *apply) claimFact(id rid, f claimFact, byRealm protocol.Realm) error {
 		// rather than hold back what it came in. Otherwise the claim is
 		// waited for: this realm's own decision on a reply that refutes it
 		// is made again once it comes.
-		if p.tx.Replaying() || p.refusing != nil && p.refusing(id.Realm) {
+		// (A supersede of a claim not held is dropped, live or replayed:
+		// a refine names a claim of its own author, held before it.)
+		if p.tx.Replaying() && f.Kind != factSupersede || p.refusing != nil && p.refusing(id.Realm) {
 			return putJSON(p.tx, key(pfxAside, id.bytes(), u64(p.se.Sequence), []byte(f.Kind)), &asideFact{Fact: f, ByRealm: byRealm})
 		}
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}

@@ -439,9 +439,11 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 // it applies them to its own agents' posts: closed threads, a thread that
 // forbids models' replies, the body limit, and what is in no thread here (a
 // parent, or a refuted claim's reply, that was refused: the replier's realm
-// may not have known yet). A parent or a refuted claim's reply not decided
-// yet is waited for (a dependency, decided again later), so that the word
-// does not hang on which came first.
+// may not have known yet). A parent, or a refuted claim's reply into one of
+// this realm's threads, not decided yet is waited for (a dependency,
+// decided again later), so that this realm's word does not hang on which
+// came first; another realm's word on a claim's reply is taken as held
+// now, since it may never come here.
 func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Refusal, error) {
 	switch {
 	case t.locked():

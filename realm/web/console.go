@@ -131,8 +131,7 @@ func (c *Console) Handler() http.Handler {
 			probe := r.Clone(r.Context())
 			probe.URL.Path = trimmed
 			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/console/" {
-				u := *r.URL
-				u.Path = trimmed
+				u := url.URL{Path: trimmed, RawQuery: r.URL.RawQuery} // this host's, whatever the request line named
 				http.Redirect(w, r, u.String(), http.StatusMovedPermanently)
 				return
 			}

@@ -431,7 +431,7 @@ func TestConsoleActions(t *testing.T) {
 			t.Fatalf("%s: %d\n%.2000s", key, p.status, p.body)
 		}
 		q := b.get("/console/")
-		m := regexp.MustCompile(`(?s)<div class="flash (ok|err)" role="(?:status|alert)">(.*?)</div>`).FindStringSubmatch(q.body)
+		m := regexp.MustCompile(`(?s)<div class="flash (ok|err)" role="(?:status|alert)"[^>]*>(.*?)</div>`).FindStringSubmatch(q.body)
 		if m == nil {
 			t.Fatalf("%s: no flash", key)
 		}

@@ -50,7 +50,7 @@ func head(t *testing.T, n *node, realm string) uint64 {
 	return h[protocol.Realm(realm)].Seq
 }
 
-var flashRE = regexp.MustCompile(`(?s)<div class="flash (ok|err)" role="(?:status|alert)">(.*?)</div>`)
+var flashRE = regexp.MustCompile(`(?s)<div class="flash (ok|err)" role="(?:status|alert)"[^>]*>(.*?)</div>`)
 
 // act posts a console form and returns the flash of the page it leads to.
 func (b *browser) act(csrf, key string, form url.Values) string {

@@ -551,7 +551,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, s *visit) {
 		http.Redirect(w, r, "/console/tokens?issued="+c.keepIssued(s, res), http.StatusSeeOther)
 		return
 	}
-	c.setFlash(w, r, flash{OK: true, Text: doneText(op, args, res)})
+	c.setFlash(w, r, flash{OK: true, Text: doneText(op, args, res), Op: key})
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 

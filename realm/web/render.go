@@ -91,6 +91,7 @@ type flash struct {
 	OK     bool   `json:"ok"`
 	Reason string `json:"reason,omitempty"`
 	Text   string `json:"text"`
+	Op     string `json:"op,omitempty"` // the operation a form ran, when it did
 }
 
 const flashCookie = "relay_flash"

@@ -51,8 +51,9 @@
 
   // A refused post keeps what was typed: the text of a form's body is kept
   // for the next page that has the form, and put back there unless the
-  // node took it (the page then says so): after a refusal, or after a
-  // login when the session had ended.
+  // node took it (the page then says so, naming the form's operation):
+  // after a refusal, after a login when the session had ended, or after
+  // another action on a page that had lost the form meanwhile.
   function draftKey(f) { return "relay-draft " + f.getAttribute("action") + " " + location.pathname; }
   document.addEventListener("submit", function (ev) {
     var ta = ev.target.querySelector && ev.target.querySelector("textarea[name=body]");
@@ -60,15 +61,19 @@
     try { sessionStorage.setItem(draftKey(ev.target), ta.value); } catch (e) { /* storage full or off */ }
   });
   if (window.sessionStorage) {
-    var taken = document.querySelector(".flash.ok");
+    var done = document.querySelector(".flash.ok[data-op]");
     document.querySelectorAll("form").forEach(function (f) {
       var ta = f.querySelector("textarea[name=body]");
       if (!ta) return;
-      var k = draftKey(f), kept = null;
-      try { kept = sessionStorage.getItem(k); sessionStorage.removeItem(k); } catch (e) { return; }
-      if (kept && !taken && !ta.value) {
+      var k = draftKey(f), kept = null, op = (f.getAttribute("action") || "").split("/").pop();
+      try { kept = sessionStorage.getItem(k); } catch (e) { return; }
+      if (kept === null) return;
+      if (done && done.getAttribute("data-op") === op) {
+        try { sessionStorage.removeItem(k); } catch (e) { /* off */ }
+      } else if (!ta.value) {
         ta.value = kept;
         f.setAttribute("data-dirty", "1");
+        try { sessionStorage.removeItem(k); } catch (e) { /* off */ }
       }
     });
   }
