@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -80,7 +81,9 @@ func (k *KeyRef) UnmarshalJSON(b []byte) error {
 	}
 	n, err := strconv.ParseUint(string(b), 10, 64)
 	if err != nil {
-		return Refusef(ReasonInvalidBody, "a key must be a string such as th_12 or a positive integer").With("rule", "type")
+		// encoding/json names the field of a type error: the refusal
+		// built from it says which argument is not a key.
+		return &json.UnmarshalTypeError{Value: jsonKind(b) + " " + string(b), Type: reflect.TypeFor[KeyRef]()}
 	}
 	*k = KeyRef(strconv.FormatUint(n, 10))
 	return nil
@@ -375,4 +378,20 @@ func parseCIDRef(s string) (Ref, error) {
 		return Ref{}, err
 	}
 	return Ref{CID: c.String()}, nil
+}
+
+// jsonKind names the kind of a JSON value by its first byte.
+func jsonKind(b []byte) string {
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "number"
 }

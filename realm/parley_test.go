@@ -330,3 +330,21 @@ func TestRefusalFieldParity(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyArgumentNamesItsField: an id that is no key (a negative number, a
+// fraction, a boolean) is invalid_body naming the field, over HTTP and MCP.
+func TestKeyArgumentNamesItsField(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	if st, out := tn.do(t, "GET", "/api/v1/threads/-1", a, nil); st != 400 || out["reason"] != "invalid_body" || field(out, "details", "field") != "id" {
+		t.Errorf("http /threads/-1: %d %v", st, out)
+	}
+	for _, id := range []any{-1, 1.5, true} {
+		msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_threads_id","arguments":{"id":%v}}}`, id)
+		_, res := rawMCP(t, tn.srv.URL, a, []byte(msg))
+		if field(res, "result", "isError") != true || field(res, "result", "structuredContent", "reason") != "invalid_body" || field(res, "result", "structuredContent", "details", "field") != "id" {
+			t.Errorf("mcp id %v: %v", id, res)
+		}
+	}
+}

@@ -156,6 +156,9 @@ func bindRefusal(err error) error {
 	if !errors.As(err, &ute) || ute.Field == "" {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "The arguments do not fit the operation's input: %s.", jsonErrorText(err)).With("rule", "type")
 	}
+	if ute.Type == reflect.TypeFor[protocol.KeyRef]() {
+		return invalidField(ute.Field, "type", "Field %q must be a key such as th_12, or a positive integer, not %s.", ute.Field, ute.Value)
+	}
 	want, value := goJSONType(ute.Type), ute.Value
 	if num, ok := strings.CutPrefix(ute.Value, "number "); ok && want == "integer" {
 		switch rule, whole := intRange(ute.Type, num); {
