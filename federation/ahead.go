@@ -39,34 +39,27 @@ func (e *aheadError) Error() string {
 
 func (e *aheadError) Unwrap() error { return errAhead }
 
-// timely returns how many events at the start of run are dated no more
-// than MaxAhead past now, or held already (below seq next: the store tells
-// a duplicate from an equivocation), and, when that is not all of them,
-// why the next one waits.
-func (s *Service) timely(run []store.Checked, now time.Time, next uint64) (int, *aheadError) {
+// timely returns how many of the n events of a run (event(i) the i-th) are,
+// from the start, dated no more than MaxAhead past now, or held or queued
+// already (below seq next: the store tells a duplicate from an
+// equivocation), and, when that is not all of them, why the next one waits.
+func (s *Service) timely(n int, event func(int) *protocol.Event, now time.Time, next uint64) (int, *aheadError) {
 	limit := now.Add(s.cfg.MaxAhead).UnixMilli()
-	for i, c := range run {
-		if c.Event.At > limit && c.Event.Seq >= next {
-			at := c.Event.Time()
-			return i, &aheadError{seq: c.Event.Seq, at: at, due: at.Add(-s.cfg.MaxAhead), allowed: s.cfg.MaxAhead}
+	for i := range n {
+		if ev := event(i); ev.At > limit && ev.Seq >= next {
+			at := ev.Time()
+			return i, &aheadError{seq: ev.Seq, at: at, due: at.Add(-s.cfg.MaxAhead), allowed: s.cfg.MaxAhead}
 		}
 	}
-	return len(run), nil
+	return n, nil
 }
 
 // timelyRun returns the part of a gossiped run of realm that may be taken
-// now. The rest is held until the first of it is due (from sent it, and is
+// now; next is the seq after the last event of realm queued at the store.
+// The rest is held until the first of it is due (from sent it, and is
 // asked again then if it is still missing).
-func (s *Service) timelyRun(realm protocol.Realm, run []gossiped, from peer.ID) []gossiped {
-	evs := make([]store.Checked, len(run))
-	for i, g := range run {
-		evs[i] = store.Checked{Event: g.ev, CID: g.c, Raw: g.raw}
-	}
-	heads, err := s.st.Heads()
-	if err != nil {
-		return run // the store says so when the run is queued
-	}
-	n, ahead := s.timely(evs, time.Now(), heads[realm].Seq+1)
+func (s *Service) timelyRun(realm protocol.Realm, run []gossiped, next uint64, from peer.ID) []gossiped {
+	n, ahead := s.timely(len(run), func(i int) *protocol.Event { return run[i].ev }, time.Now(), next)
 	if ahead == nil {
 		return run
 	}
@@ -162,6 +155,11 @@ type aheadWait struct {
 func (s *Service) waitingForTime(realm protocol.Realm) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.waitingForTimeLocked(realm)
+}
+
+// waitingForTimeLocked is waitingForTime with s.mu held.
+func (s *Service) waitingForTimeLocked(realm protocol.Realm) bool {
 	w, ok := s.aheadOf[realm]
 	return ok && time.Now().Before(w.due)
 }

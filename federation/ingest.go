@@ -65,7 +65,7 @@ func (s *Service) ingestRun(ctx context.Context, realm protocol.Realm, run []gos
 		return pubsub.ValidationAccept
 	}
 	run = append(run, s.takePending(realm, run[len(run)-1])...)
-	if run = s.timelyRun(realm, run, from); len(run) == 0 {
+	if run = s.timelyRun(realm, run, next, from); len(run) == 0 {
 		l.mu.Unlock()
 		return pubsub.ValidationAccept // held until its time
 	}
@@ -285,7 +285,7 @@ func (s *Service) flushPending(realm protocol.Realm) {
 			return
 		}
 		run := append([]gossiped{first}, s.takePending(realm, first)...)
-		if run = s.timelyRun(realm, run, ""); len(run) == 0 {
+		if run = s.timelyRun(realm, run, next, ""); len(run) == 0 {
 			l.mu.Unlock()
 			return // held until its time
 		}
@@ -327,7 +327,7 @@ func (s *Service) retryWaiting() {
 	s.mu.Lock()
 	var realms []protocol.Realm
 	for r, m := range s.pending {
-		if w, ok := s.aheadOf[r]; len(m) > 0 && (!ok || !time.Now().Before(w.due)) {
+		if len(m) > 0 && !s.waitingForTimeLocked(r) {
 			realms = append(realms, r) // one waiting for its time is taken by its timer
 		}
 	}

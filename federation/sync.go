@@ -537,7 +537,7 @@ func (s *Service) pull(ctx context.Context, p peer.ID, realm protocol.Realm, key
 		var ahead *aheadError
 		if err == nil {
 			var n int
-			if n, ahead = s.timely(run, time.Now(), before.Seq+1); ahead != nil {
+			if n, ahead = s.timely(len(run), func(i int) *protocol.Event { return run[i].Event }, time.Now(), before.Seq+1); ahead != nil {
 				if s.authenticNext(realm, key, run, n, before) {
 					run, f.raws = run[:n], f.raws[:n]
 				} else {

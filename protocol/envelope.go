@@ -309,24 +309,24 @@ func checkProvenance(p map[string]any, maxURL int) *Refusal {
 	}
 	var walk func(path string, v any, depth int) *Refusal
 	walk = func(path string, v any, depth int) *Refusal {
+		switch v.(type) {
+		case map[string]any, []any:
+			if depth > MaxProvenanceDepth {
+				return invalid("provenance", "max_depth", "provenance nests objects and arrays at most %d levels deep.", MaxProvenanceDepth)
+			}
+		}
 		switch x := v.(type) {
 		case string:
 			if (strings.HasPrefix(x, "http://") || strings.HasPrefix(x, "https://")) && CodePoints(x) > maxURL {
 				return invalid(path, "max_length", "A URL holds at most %d characters.", maxURL)
 			}
 		case map[string]any:
-			if depth > MaxProvenanceDepth {
-				return invalid("provenance", "max_depth", "provenance nests objects and arrays at most %d levels deep.", MaxProvenanceDepth)
-			}
 			for _, k := range slices.Sorted(maps.Keys(x)) {
 				if err := walk(path+"."+k, x[k], depth+1); err != nil {
 					return err
 				}
 			}
 		case []any:
-			if depth > MaxProvenanceDepth {
-				return invalid("provenance", "max_depth", "provenance nests objects and arrays at most %d levels deep.", MaxProvenanceDepth)
-			}
 			for i, e := range x {
 				if err := walk(path+"["+strconv.Itoa(i)+"]", e, depth+1); err != nil {
 					return err

@@ -150,8 +150,11 @@ func (pr projector) replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) 
 
 // refused reports whether realm's events are not taken here (blocked or
 // quarantined): a record of it will not come, so nothing waits for one.
-func (pr projector) refused(realm protocol.Realm) bool {
-	return pr.refusing != nil && pr.refusing(realm)
+func (pr projector) refused(realm protocol.Realm) bool { return refusedBy(pr.refusing, realm) }
+
+// refusedBy reports whether refusing, Config.Refusing or nil, refuses realm.
+func refusedBy(refusing func(protocol.Realm) bool, realm protocol.Realm) bool {
+	return refusing != nil && refusing(realm)
 }
 
 // threadHeld returns a missingError when thread id is held neither by the

@@ -471,7 +471,7 @@ func (p *apply) claimFact(id rid, f claimFact, byRealm protocol.Realm) error {
 		// is made again once it comes.
 		// (A supersede of a claim not held is dropped, live or replayed:
 		// a refine names a claim of its own author, held before it.)
-		if p.tx.Replaying() && f.Kind != factSupersede || p.refusing != nil && p.refusing(id.Realm) {
+		if p.tx.Replaying() && f.Kind != factSupersede || refusedBy(p.refusing, id.Realm) {
 			return putJSON(p.tx, key(pfxAside, id.bytes(), u64(p.se.Sequence), []byte(f.Kind)), &asideFact{Fact: f, ByRealm: byRealm})
 		}
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}

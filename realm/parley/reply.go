@@ -496,7 +496,7 @@ func (s *Service) replyStanding(tx *store.Tx, id, thread rid) (string, *Refusal,
 	if id.Realm == thread.Realm {
 		return "", nil, nil
 	}
-	refused := func(r protocol.Realm) bool { return s.cfg.Refusing != nil && s.cfg.Refusing(r) }
+	refused := func(r protocol.Realm) bool { return refusedBy(s.cfg.Refusing, r) }
 	var m messageRec
 	ok, err := tx.GetJSON(key(pfxMessage, id.bytes()), &m)
 	switch {
