@@ -131,8 +131,29 @@ var badServeTests = []struct {
 	{"peer without p2p", "relay.toml", `no-p2p = true` + "\n" + `peer = "` + testPeer + `"`, nil, `--peer needs federation`},
 	{"open without p2p", "", "", []string{"--no-p2p", "--open-federation"}, `--open-federation needs federation`},
 	{"negative sync", "", "", []string{"--sync-interval", "-1s"}, `--sync-interval`},
+	{"no clock ahead", "", "", []string{"--max-clock-ahead", "0s"}, `--max-clock-ahead`},
+	{"clock ahead in a file", "relay.toml", `max-clock-ahead = "soon"`, nil, `max-clock-ahead: want a duration`},
 	{"negative search cache", "", "", []string{"--search-cache", "-1"}, `--search-cache`},
 	{"search cache past the bytes an int counts", "", "", []string{"--search-cache", "9000000000000"}, `--search-cache`},
+}
+
+// TestServeMaxClockAhead: --max-clock-ahead reaches the node's config,
+// from the flag or the environment, and defaults to federation's.
+func TestServeMaxClockAhead(t *testing.T) {
+	cfg, err := serveConfigOf(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxClockAhead != federation.DefaultConfig().MaxAhead {
+		t.Errorf("default: %v, want %v", cfg.MaxClockAhead, federation.DefaultConfig().MaxAhead)
+	}
+	if cfg, err = serveConfigOf(t, "--max-clock-ahead", "5m"); err != nil || cfg.MaxClockAhead != 5*time.Minute {
+		t.Errorf("flag: %v, %v", cfg.MaxClockAhead, err)
+	}
+	t.Setenv("RELAY_MAX_CLOCK_AHEAD", "90s")
+	if cfg, err = serveConfigOf(t); err != nil || cfg.MaxClockAhead != 90*time.Second {
+		t.Errorf("environment: %v, %v", cfg.MaxClockAhead, err)
+	}
 }
 
 // TestServeSearchCache: --search-cache is in MiB, 0 keeps no cache, and

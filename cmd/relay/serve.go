@@ -33,6 +33,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "peer", Usage: "peer multiaddr with /p2p/<peer id>, dialled and admitted (repeatable)", EnvVars: []string{"RELAY_PEER"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "open-federation", Usage: "admit realms that dial in without being named as peers", EnvVars: []string{"RELAY_OPEN_FEDERATION"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "sync-interval", Value: federation.DefaultConfig().SyncInterval, Usage: "how often connected peers compare heads (anti-entropy)", EnvVars: []string{"RELAY_SYNC_INTERVAL"}}),
+		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-clock-ahead", Value: federation.DefaultConfig().MaxAhead, Usage: "how far past this node's clock a peer's event may be dated; later ones wait until then", EnvVars: []string{"RELAY_MAX_CLOCK_AHEAD"}}),
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name, given when the realm is created: the human is human:<name> (default: the realm's, else \"operator\")", EnvVars: []string{"RELAY_HUMAN"}}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
@@ -83,6 +84,7 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.Peers = nonEmpty(c.StringSlice("peer"))
 	cfg.OpenFederation = c.Bool("open-federation")
 	cfg.SyncInterval = c.Duration("sync-interval")
+	cfg.MaxClockAhead = c.Duration("max-clock-ahead")
 	cfg.HumanName = c.String("human")
 	cfg.AllowedHosts = c.StringSlice("allowed-host")
 	cfg.InMemory = c.Bool("in-memory")
@@ -106,6 +108,9 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	}
 	if cfg.SyncInterval <= 0 {
 		return cfg, fmt.Errorf("--sync-interval: want more than 0, have %v", cfg.SyncInterval)
+	}
+	if cfg.MaxClockAhead <= 0 {
+		return cfg, fmt.Errorf("--max-clock-ahead: want more than 0, have %v", cfg.MaxClockAhead)
 	}
 	if c.Bool("no-p2p") {
 		cfg.P2PAddrs = nil
