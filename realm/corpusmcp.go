@@ -232,6 +232,10 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 				writeRefusalAs(w, protocol.Refuse(protocol.ReasonInternal), api.Corpus)
 				return
 			}
+			if _, ref := n.limiter.allow(nil, r); ref != nil { // as refusedCredential
+				writeRefusalAs(w, ref, api.Corpus)
+				return
+			}
 			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()), ": ")
 			h.Set("WWW-Authenticate", challenge+`, error="invalid_token", error_description="`+quotable(why)+`"`)
 			ref := protocol.Refusef(protocol.ReasonUnauthorized, "The access token is not valid here: %s.", why)

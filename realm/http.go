@@ -120,7 +120,7 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	}
 	p, err := n.authenticate(r, op.Surface)
 	if err != nil {
-		refuse(err)
+		refuse(n.refusedCredential(r, err))
 		return
 	}
 	adm, ref := n.limiter.allow(p, r)

@@ -585,7 +585,7 @@ func (n *Node) mcpHandler() http.Handler {
 		}
 		p, err := n.auth.Authenticate(tok)
 		if err != nil {
-			writeRefusal(w, err)
+			writeRefusal(w, n.refusedCredential(r, err))
 			return
 		}
 		n.serveMCP(w, r, p, e)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net"
 	"net/http"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/clientaddr"
 )
 
 // limiter is the node's rate limit: per credential at most perMinute
@@ -55,10 +55,11 @@ func newLimiter(perMinute int) *limiter {
 // admission is one admitted request, which refund takes back: nil when the
 // limiter is off.
 type admission struct {
-	l    *limiter
-	key  string
-	at   time.Duration
-	once sync.Once
+	l     *limiter
+	key   string
+	at    time.Duration
+	agent bool // the caller is a corpus agent, whose write allowance it is
+	once  sync.Once
 }
 
 // allow admits one request of the caller, or returns a rate_limited
@@ -92,7 +93,7 @@ func (l *limiter) allow(p *api.Principal, r *http.Request) (*admission, *protoco
 		now = w.at[n-1] // keep the times in order whatever the clock did
 	}
 	w.at = append(w.at, now)
-	return &admission{l: l, key: k, at: now}, nil
+	return &admission{l: l, key: k, at: now, agent: p != nil && p.Agent != nil}, nil
 }
 
 // refund takes the request back, once, if it is still counted: a write the
@@ -134,15 +135,30 @@ func withAdmission(ctx context.Context, a *admission) context.Context {
 	return context.WithValue(ctx, admissionKey{}, a)
 }
 
-// refundRejected takes back the admission of a corpus write that was
-// refused: the seed's rejected writes "do not consume write allowance".
-// Other refusals, and failures of the node, count.
+// refundRejected takes back the admission of a corpus agent's write that
+// was refused: the seed's rejected writes "do not consume write
+// allowance". Other refusals count: those of requests without an agent's
+// credential (no allowance of an agent's is theirs, and a refund would let
+// them send without limit), bodies over the size limit, and failures of
+// the node.
 func refundRejected(a *admission, op *api.Operation, err error) {
 	var ref *protocol.Refusal
-	if a == nil || !errors.As(err, &ref) || op.Surface != api.Corpus || op.Method != http.MethodPost || ref.Status() >= 500 {
+	if a == nil || !a.agent || !errors.As(err, &ref) || op.Surface != api.Corpus || op.Method != http.MethodPost ||
+		ref.Status() >= 500 || ref.Reason == protocol.ReasonPayloadTooLarge {
 		return
 	}
 	a.refund()
+}
+
+// refusedCredential is the answer to a request whose credential did not
+// authenticate: err, or rate_limited once its client address has sent
+// more such requests (with requests without a credential) than the limit
+// allows, so that trying credentials is limited like anything else.
+func (n *Node) refusedCredential(r *http.Request, err error) error {
+	if _, ref := n.limiter.allow(nil, r); ref != nil {
+		return ref
+	}
+	return err
 }
 
 // admissionFrom is the admission withAdmission carries, or nil.
@@ -158,9 +174,5 @@ func clientKey(p *api.Principal, r *http.Request) string {
 	if p != nil {
 		return "t" + strconv.FormatUint(p.TokenID, 10)
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return "a" + host
+	return "a" + clientaddr.Key(r.RemoteAddr)
 }

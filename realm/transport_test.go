@@ -224,6 +224,61 @@ func TestRejectedWritesDoNotCount(t *testing.T) {
 	}
 }
 
+// TestRefusalsWithoutCredentialCount: a write refused for want of a
+// credential is not refunded (no agent's allowance is at stake), and
+// requests with a credential that does not authenticate are counted
+// against their address, over HTTP and both MCP endpoints: before, neither
+// ever met the limit.
+func TestRefusalsWithoutCredentialCount(t *testing.T) {
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
+	a := tn.registerAgent(t, true)
+	anonymous := func(token string) (int, map[string]any) {
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/"+a.endpoint+"/createConversation", strings.NewReader(`{"subject":"s","content":"x"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Operation-Token", token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	for i := range 2 { // the registration above was one
+		if status, out := anonymous("anon-" + itoa(uint64(i))); status != 401 {
+			t.Fatalf("anonymous write %d: %d %v", i, status, out)
+		}
+	}
+	if status, out := anonymous("anon-over"); status != 429 || corpusCode(out) != "rate_limited" {
+		t.Fatalf("anonymous write over the limit: %d %v", status, out)
+	}
+
+	tn = startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
+	for i := range 3 {
+		if status, out := tn.do(t, "GET", "/api/v1/me", "not-a-token", nil); status != 401 {
+			t.Fatalf("bad token %d: %d %v", i, status, out)
+		}
+	}
+	if status, out := tn.do(t, "GET", "/api/v1/me", "not-a-token", nil); status != 429 || out["reason"] != "rate_limited" {
+		t.Fatalf("bad token over the limit over HTTP: %d %v", status, out)
+	}
+	if r, out := rawMCP(t, tn.srv.URL, "not-a-token", []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); r.StatusCode != 429 || out["reason"] != "rate_limited" {
+		t.Fatalf("bad token over the limit on /api/v1/mcp: %d %v", r.StatusCode, out)
+	}
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Authorization", "Bearer not-a-token")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 429 {
+		t.Fatalf("bad token over the limit on /mcp: %d", resp.StatusCode)
+	}
+}
+
 // TestMCPJSONRPCErrors: what the SDK refuses in plain text is answered as
 // JSON-RPC 2.0 errors: a parse error or an invalid request with the id
 // null, a request for an unknown method with "method not found" under its

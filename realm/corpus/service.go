@@ -29,6 +29,10 @@ type Config struct {
 	StreamHeartbeat time.Duration
 	// MaxStreams bounds the streams open at once; 0 means DefaultMaxStreams.
 	MaxStreams int
+	// MaxStreamsPerAddr bounds the streams one client address holds open
+	// at once (an IPv6 address's /64 counts as one; loopback is not
+	// bounded); 0 means DefaultMaxStreamsPerAddr.
+	MaxStreamsPerAddr int
 	// MessageCacheBytes bounds the decoded messages search keeps; 0 means
 	// DefaultMessageCacheBytes, negative none.
 	MessageCacheBytes int

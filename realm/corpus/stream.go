@@ -16,6 +16,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/clientaddr"
 	"relay/store"
 )
 
@@ -45,6 +46,9 @@ const (
 	DefaultStreamHeartbeat = 15 * time.Second
 	// DefaultMaxStreams bounds the streams open at once.
 	DefaultMaxStreams = 10000
+	// DefaultMaxStreamsPerAddr bounds the streams of one client address,
+	// so that one client cannot take every stream there is.
+	DefaultMaxStreamsPerAddr = DefaultMaxStreams / 10
 
 	streamBatch = 20 * time.Millisecond
 	streamChunk = 256 // changes written per flush
@@ -63,16 +67,23 @@ type feed struct {
 	open      atomic.Int64
 	heartbeat time.Duration
 	max       int64
+	perAddr   int
+
+	addrMu sync.Mutex
+	byAddr map[string]int // open streams by client address (streamAddr), loopback not counted
 }
 
 func newFeed(cfg Config) *feed {
-	f := &feed{done: make(chan struct{}), heartbeat: cfg.StreamHeartbeat, max: int64(cfg.MaxStreams)}
+	f := &feed{done: make(chan struct{}), heartbeat: cfg.StreamHeartbeat, max: int64(cfg.MaxStreams), perAddr: cfg.MaxStreamsPerAddr, byAddr: map[string]int{}}
 	f.tail.maxEntries, f.tail.maxBytes = tailEntries, tailBytes
 	if f.heartbeat <= 0 {
 		f.heartbeat = DefaultStreamHeartbeat
 	}
 	if f.max <= 0 {
 		f.max = DefaultMaxStreams
+	}
+	if f.perAddr <= 0 {
+		f.perAddr = DefaultMaxStreamsPerAddr
 	}
 	ch := make(chan struct{})
 	f.changed.Store(&ch)
@@ -134,6 +145,12 @@ func (o StreamOut) WriteHTTP(w http.ResponseWriter, r *http.Request) error {
 		return notAcceptable("text/event-stream")
 	}
 	f := o.s.feed
+	addr := streamAddr(r.RemoteAddr)
+	if !f.take(addr) {
+		return protocol.Refusef(protocol.ReasonRateLimited, "This address holds %d open streams, as many as one client may; close one, or poll /corpus/changes.jsonl.", f.perAddr).
+			With("limit_streams", f.perAddr)
+	}
+	defer f.give(addr)
 	if f.open.Add(1) > f.max {
 		f.open.Add(-1)
 		return protocol.Refusef(protocol.ReasonUnavailable, "Too many open streams; retry later, or poll /corpus/changes.jsonl.")
@@ -151,6 +168,43 @@ func (o StreamOut) WriteHTTP(w http.ResponseWriter, r *http.Request) error {
 	st := &stream{s: o.s, w: w, rc: http.NewResponseController(w), scanned: o.After}
 	st.run(r.Context())
 	return nil
+}
+
+// streamAddr is what a client's open streams are counted by
+// (clientaddr.Key), or "" for loopback, which is not bounded: local tools,
+// and a reverse proxy on the same machine, which has limits of its own.
+func streamAddr(remote string) string {
+	if clientaddr.Loopback(remote) {
+		return ""
+	}
+	return clientaddr.Key(remote)
+}
+
+// take counts a stream for addr, or reports false when addr holds as many
+// as it may.
+func (f *feed) take(addr string) bool {
+	if addr == "" {
+		return true
+	}
+	f.addrMu.Lock()
+	defer f.addrMu.Unlock()
+	if f.byAddr[addr] >= f.perAddr {
+		return false
+	}
+	f.byAddr[addr]++
+	return true
+}
+
+// give ends the count take made.
+func (f *feed) give(addr string) {
+	if addr == "" {
+		return
+	}
+	f.addrMu.Lock()
+	defer f.addrMu.Unlock()
+	if f.byAddr[addr]--; f.byAddr[addr] <= 0 {
+		delete(f.byAddr, addr)
+	}
 }
 
 // stream is one open stream.

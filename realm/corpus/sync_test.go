@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -349,6 +350,76 @@ func TestStreamHeartbeatAndClose(t *testing.T) {
 			t.Fatal("the stream is still counted")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestStreamsPerAddress: one client address holds at most
+// MaxStreamsPerAddr streams (an IPv6 /64 counts as one address), so one
+// client cannot take every stream there is; another address still gets
+// one, a closed stream frees its place, and loopback is not bounded.
+func TestStreamsPerAddress(t *testing.T) {
+	f := openSyncFixture(t, Config{StreamHeartbeat: time.Hour, MaxStreamsPerAddr: 2})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a := r.Header.Get("X-From"); a != "" {
+			r.RemoteAddr = a
+		}
+		out, err := f.s.openStream(r.Context(), nil, streamIn{})
+		if err == nil {
+			err = out.WriteHTTP(w, r)
+		}
+		var ref *protocol.Refusal
+		if errors.As(err, &ref) {
+			http.Error(w, err.Error(), ref.Status())
+		} else if err != nil {
+			http.Error(w, err.Error(), 500)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	open := func(addr string) (int, context.CancelFunc) {
+		ctx, cancel := context.WithCancel(context.Background())
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("X-From", addr)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != 200 {
+			resp.Body.Close()
+		}
+		t.Cleanup(cancel)
+		return resp.StatusCode, cancel
+	}
+	_, first := open("203.0.113.5:1000")
+	open("203.0.113.5:1001")
+	if status, _ := open("203.0.113.5:1002"); status != 429 {
+		t.Fatalf("a third stream from one address: %d", status)
+	}
+	open("[2001:db8::1]:1000")
+	open("[2001:db8::2]:1000")
+	if status, _ := open("[2001:db8::3]:1000"); status != 429 {
+		t.Fatalf("a third stream from one /64: %d", status)
+	}
+	if status, _ := open("198.51.100.9:1000"); status != 200 {
+		t.Fatalf("another address: %d", status)
+	}
+	for i := range 3 {
+		if status, _ := open(fmt.Sprintf("127.0.0.1:%d", 2000+i)); status != 200 {
+			t.Fatalf("loopback stream %d: %d", i, status)
+		}
+	}
+	first()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		status, cancel := open("203.0.113.5:1003")
+		if status == 200 {
+			break
+		}
+		cancel()
+		if time.Now().After(deadline) {
+			t.Fatal("a closed stream did not free its place")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

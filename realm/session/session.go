@@ -93,7 +93,19 @@ type Manager struct {
 	st  *store.Store
 	cfg Config
 	now func() time.Time
+	// hashing admits one argon2id computation at a time: each takes
+	// argonMemory and both cores for tens of milliseconds, so logins
+	// arriving at once must not multiply them (a memory exhaustion by
+	// unauthenticated requests).
+	hashing chan struct{}
 }
+
+// ErrBusy is returned when a password could not be checked or set
+// because others were being hashed for longer than hashWait.
+var ErrBusy = errors.New("session: too many passwords being checked at once")
+
+// hashWait is how long a password check waits for its turn.
+var hashWait = 5 * time.Second
 
 // New returns the session manager on st.
 func New(st *store.Store, cfg Config) *Manager {
@@ -107,7 +119,7 @@ func New(st *store.Store, cfg Config) *Manager {
 	if cfg.MaxAge < cfg.TTL {
 		cfg.MaxAge = cfg.TTL
 	}
-	return &Manager{st: st, cfg: cfg, now: func() time.Time { return time.Now().UTC() }}
+	return &Manager{st: st, cfg: cfg, now: func() time.Time { return time.Now().UTC() }, hashing: make(chan struct{}, 1)}
 }
 
 // Create starts a session and returns its cookie value: the only time the
@@ -288,6 +300,21 @@ const (
 	argonKeyLen  = 32
 )
 
+// hashTurn waits for the one argon2id computation allowed at a time, for
+// at most hashWait, and returns the function that ends the turn.
+func (m *Manager) hashTurn(ctx context.Context) (func(), error) {
+	t := time.NewTimer(hashWait)
+	defer t.Stop()
+	select {
+	case m.hashing <- struct{}{}:
+		return func() { <-m.hashing }, nil
+	case <-t.C:
+		return nil, ErrBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // SetPassword sets the operator's password, replacing any earlier one.
 func (m *Manager) SetPassword(ctx context.Context, password string) error {
 	if n := len([]rune(password)); n < MinPassword || n > 256 {
@@ -295,7 +322,12 @@ func (m *Manager) SetPassword(ctx context.Context, password string) error {
 	}
 	salt, _ := secret.New()
 	rec := passwordRec{Salt: []byte(salt), Time: argonTime, Memory: argonMemory, Threads: argonThreads, SetAt: m.now()}
+	done, err := m.hashTurn(ctx)
+	if err != nil {
+		return err
+	}
 	rec.Hash = argon2.IDKey([]byte(password), rec.Salt, rec.Time, rec.Memory, rec.Threads, argonKeyLen)
+	done()
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
@@ -308,7 +340,14 @@ func (m *Manager) SetPassword(ctx context.Context, password string) error {
 
 // CheckPassword reports whether password is the operator's. Without a
 // password set it is false, after the same work, so timing tells nothing.
-func (m *Manager) CheckPassword(password string) bool {
+// One password is hashed at a time: it returns ErrBusy when its turn did
+// not come within hashWait, or ctx's error.
+func (m *Manager) CheckPassword(ctx context.Context, password string) (bool, error) {
+	done, err := m.hashTurn(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer done()
 	var rec passwordRec
 	var found bool
 	if err := m.st.View(func(tx *store.Tx) error {
@@ -317,10 +356,10 @@ func (m *Manager) CheckPassword(password string) bool {
 		return err
 	}); err != nil || !found || rec.Memory == 0 || rec.Memory > 1<<20 || rec.Time > 16 {
 		argon2.IDKey([]byte(password), []byte("no password set"), argonTime, argonMemory, argonThreads, argonKeyLen)
-		return false
+		return false, nil
 	}
 	got := argon2.IDKey([]byte(password), rec.Salt, rec.Time, rec.Memory, rec.Threads, uint32(len(rec.Hash)))
-	return subtle.ConstantTimeCompare(got, rec.Hash) == 1
+	return subtle.ConstantTimeCompare(got, rec.Hash) == 1, nil
 }
 
 // PasswordSetAt is when the password was set; ok is false without one.

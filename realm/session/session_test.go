@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,7 +113,15 @@ func TestCSRF(t *testing.T) {
 func TestPassword(t *testing.T) {
 	ctx := context.Background()
 	m := New(openStore(t), DefaultConfig())
-	if m.CheckPassword("") || m.CheckPassword("anything at all") {
+	check := func(pw string) bool {
+		t.Helper()
+		ok, err := m.CheckPassword(ctx, pw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	if check("") || check("anything at all") {
 		t.Fatal("a password matched before one was set")
 	}
 	if err := m.SetPassword(ctx, "short"); err == nil {
@@ -120,10 +130,66 @@ func TestPassword(t *testing.T) {
 	if err := m.SetPassword(ctx, "correct horse battery"); err != nil {
 		t.Fatal(err)
 	}
-	if !m.CheckPassword("correct horse battery") || m.CheckPassword("correct horse batterY") {
+	if !check("correct horse battery") || check("correct horse batterY") {
 		t.Fatal("password check")
 	}
 	if _, ok := m.PasswordSetAt(); !ok {
 		t.Fatal("PasswordSetAt")
+	}
+}
+
+// TestPasswordOneAtATime: passwords are hashed one at a time (each takes
+// 64 MiB), so logins arriving at once cannot multiply the memory; a check
+// whose turn does not come in time says so rather than waiting on.
+func TestPasswordOneAtATime(t *testing.T) {
+	defer func(d time.Duration) { hashWait = d }(hashWait)
+	hashWait = 50 * time.Millisecond
+	ctx := context.Background()
+	m := New(openStore(t), DefaultConfig())
+	done, err := m.hashTurn(ctx) // another check holds the turn
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CheckPassword(ctx, "anything at all"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("check while another runs: %v, want ErrBusy", err)
+	}
+	if err := m.SetPassword(ctx, "correct horse battery"); !errors.Is(err, ErrBusy) {
+		t.Fatalf("set while another runs: %v, want ErrBusy", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.CheckPassword(cctx, "anything at all"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("check of a gone request: %v", err)
+	}
+	done()
+	if ok, err := m.CheckPassword(ctx, "anything at all"); ok || err != nil {
+		t.Fatalf("check after the turn ended: %v, %v", ok, err)
+	}
+
+	// Many at once: they take turns, and all of them are answered.
+	hashWait = time.Minute
+	var wg sync.WaitGroup
+	var running, most atomic.Int32
+	for range 4 {
+		wg.Go(func() {
+			done, err := m.hashTurn(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := running.Add(1)
+			for {
+				if old := most.Load(); n <= old || most.CompareAndSwap(old, n) {
+					break
+				}
+			}
+			time.Sleep(5 * time.Millisecond)
+			running.Add(-1)
+			done()
+		})
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d hashed at once", most.Load())
 	}
 }

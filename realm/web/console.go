@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/clientaddr"
 	"relay/realm/session"
 	"relay/store"
 )
@@ -275,6 +275,9 @@ func (c *Console) refusal(err error) *protocol.Refusal {
 	if errors.As(err, &ref) {
 		return ref
 	}
+	if errors.Is(err, session.ErrBusy) {
+		return protocol.Refusef(protocol.ReasonUnavailable, "Too many passwords are being checked at once; try again in a few seconds.")
+	}
 	c.log.Error("console: operation failed", "err", err)
 	return protocol.Refuse(protocol.ReasonInternal)
 }
@@ -285,6 +288,9 @@ type addrLimiter struct {
 	every rate.Limit
 	burst int
 	m     map[string]*rate.Limiter
+	swept time.Time // when forgetQuiet last ran
+	// over is the allowance newcomers share while m is full.
+	over *rate.Limiter
 }
 
 func newAddrLimiter(every rate.Limit, burst int) *addrLimiter {
@@ -292,19 +298,44 @@ func newAddrLimiter(every rate.Limit, burst int) *addrLimiter {
 }
 
 func (l *addrLimiter) allow(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
+	host := clientaddr.Key(r.RemoteAddr)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.m) > 10000 { // forget the quiet ones rather than grow without bound
-		clear(l.m)
-	}
 	lim := l.m[host]
 	if lim == nil {
+		if len(l.m) >= maxLimitedAddrs {
+			l.forgetQuiet()
+		}
+		if len(l.m) >= maxLimitedAddrs {
+			// As many addresses tried lately as are remembered: a
+			// newcomer shares one allowance with every other, rather
+			// than starting afresh (clearing the map would give each
+			// remembered address a fresh allowance too).
+			if l.over == nil {
+				l.over = rate.NewLimiter(l.every, l.burst)
+			}
+			return l.over.Allow()
+		}
 		lim = rate.NewLimiter(l.every, l.burst)
 		l.m[host] = lim
 	}
 	return lim.Allow()
+}
+
+// maxLimitedAddrs bounds the addresses an addrLimiter remembers.
+var maxLimitedAddrs = 10000
+
+// forgetQuiet drops the addresses whose allowance is whole again: they
+// would start afresh anyway.
+func (l *addrLimiter) forgetQuiet() {
+	now := time.Now()
+	if now.Sub(l.swept) < time.Second {
+		return // a full map of busy addresses is not read again at once
+	}
+	l.swept = now
+	for k, lim := range l.m {
+		if lim.TokensAt(now) >= float64(l.burst) {
+			delete(l.m, k)
+		}
+	}
 }

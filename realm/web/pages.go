@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -64,7 +65,12 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	}
 	via := ""
 	if cred := r.PostForm.Get("secret"); strings.TrimSpace(cred) != "" {
-		via = c.credentialVia(cred)
+		if via, err = c.credentialVia(r.Context(), cred); err != nil {
+			c.log.Warn("console: login not checked", "addr", r.RemoteAddr, "err", err)
+			w.Header().Set("Retry-After", "5")
+			c.renderLogin(w, r, http.StatusServiceUnavailable, loginData{Next: next, Error: "Too many logins are being checked at once; try again in a few seconds."})
+			return
+		}
 	}
 	if via == "" {
 		c.log.Warn("console: failed login", "addr", r.RemoteAddr)
@@ -85,14 +91,20 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 
 // credentialVia says how cred proves the operator: as the operator secret
 // (spaces around it ignored), as the password, or "" when it is neither.
-func (c *Console) credentialVia(cred string) string {
-	switch {
-	case c.cfg.CheckSecret(strings.TrimSpace(cred)):
-		return session.ViaSecret
-	case c.cfg.Sessions.CheckPassword(cred):
-		return session.ViaPassword
+// The error is the password check's when it could not run
+// (session.ErrBusy).
+func (c *Console) credentialVia(ctx context.Context, cred string) (string, error) {
+	if c.cfg.CheckSecret(strings.TrimSpace(cred)) {
+		return session.ViaSecret, nil
 	}
-	return ""
+	ok, err := c.cfg.Sessions.CheckPassword(ctx, cred)
+	switch {
+	case err != nil:
+		return "", err
+	case ok:
+		return session.ViaPassword, nil
+	}
+	return "", nil
 }
 
 func (c *Console) logout(w http.ResponseWriter, r *http.Request, s *visit) {
@@ -477,9 +489,12 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, s *visit)
 // session left open cannot change how one logs in.
 func (c *Console) setPassword(w http.ResponseWriter, r *http.Request, s *visit) {
 	cur, pw, again := r.PostForm.Get("current"), r.PostForm.Get("password"), r.PostForm.Get("again")
-	via := c.credentialVia(cur)
+	via, err := c.credentialVia(r.Context(), cur)
 	var f flash
 	switch {
+	case err != nil:
+		ref := c.refusal(err)
+		f = flash{Reason: string(ref.Reason), Text: ref.Message}
 	case via == "":
 		f = flash{Reason: string(protocol.ReasonForbidden), Text: "The current credential is neither the operator secret nor the password."}
 	case pw != again:
