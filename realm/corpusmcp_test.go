@@ -467,6 +467,15 @@ func TestCorpusMCPScopesAndAudience(t *testing.T) {
 			t.Errorf("%s with %.12s…: %d %v", cl.tool, cl.token, status, r)
 		}
 	}
+	// Resources are read as the read tools are: write does not imply read.
+	for tok, want := range map[string]bool{read: true, write: false} {
+		_, body := mcpCall(t, base, "", tok, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"corpus://auth.md"}}`)
+		var out map[string]any
+		json.Unmarshal(body, &out)
+		if got := out["result"] != nil; got != want || !want && !strings.Contains(fmt.Sprint(field(out, "error", "message")), "toastmachine:read") {
+			t.Errorf("resources/read with %.12s…: %s", tok, body)
+		}
+	}
 
 	// Audience: the same token through another name of the node is refused.
 	host := strings.Replace(strings.TrimPrefix(base, "http://"), "127.0.0.1", "localhost", 1)

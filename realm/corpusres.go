@@ -2,13 +2,18 @@ package realm
 
 import (
 	"context"
+	"encoding/json"
 	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"relay/realm/api"
+	"relay/realm/corpus"
 )
 
 // corpusResource is a document of the corpus offered as an MCP resource:
@@ -17,6 +22,11 @@ import (
 type corpusResource struct {
 	name, path, mimeType, description string
 }
+
+// codeInsufficientScope is the JSON-RPC error of a resource read whose
+// grant lacks the read scope (the server-defined range; MCP takes -32002
+// for a resource not found).
+const codeInsufficientScope = -32003
 
 // corpusResourceScheme names the corpus's resources: corpus://<path>.
 const corpusResourceScheme = "corpus://"
@@ -60,6 +70,12 @@ func withOrigin(ctx context.Context, r *http.Request) context.Context {
 // answers over HTTP, in the media type of the resource.
 func (n *Node) readCorpusResource(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
 	uri := req.Params.URI
+	if p := api.PrincipalFrom(ctx); p == nil || p.Agent == nil || !p.Agent.HasScope(corpus.ScopeRead) {
+		// As the read tools (toolScope): write does not imply read.
+		return nil, &jsonrpc.Error{Code: codeInsufficientScope,
+			Message: "This grant lacks the " + corpus.ScopeRead + " scope that reading resources needs; authorize again requesting it.",
+			Data:    json.RawMessage(`{"required_scope":"` + corpus.ScopeRead + `"}`)}
+	}
 	rest, ok := strings.CutPrefix(uri, corpusResourceScheme)
 	if !ok || strings.ContainsAny(rest, "?#") {
 		return nil, mcp.ResourceNotFoundError(uri)
