@@ -43,8 +43,13 @@ type Config struct {
 	// longer (see ahead.go).
 	MaxAhead time.Duration
 	// Blobs serves and keeps content-addressed blobs (images); may be nil.
-	Blobs  BlobStore
-	Logger *slog.Logger
+	Blobs BlobStore
+	// OwnTaken, when set, runs after this realm's own events were taken
+	// from a peer (this node ran on an older copy of its store), before
+	// new events are authored again: numbering kept outside the log
+	// carries on after the numbers those events hold.
+	OwnTaken func(context.Context) error
+	Logger   *slog.Logger
 }
 
 // BlobStore is what the catch-up protocol needs of the node's blobs.
@@ -88,6 +93,7 @@ type Service struct {
 	acked map[protocol.Realm]map[string]bool
 	// ownAlarms is what showed this realm's key signing elsewhere.
 	ownAlarms []OwnChainAlarm
+	own       ownHold                                // authoring held while this realm's chain is behind a peer's (own.go)
 	pending   map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
 	waiting   map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
 	lanes     map[protocol.Realm]*lane
@@ -189,6 +195,12 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	st.OnRefused(s.refusedParked)
 	if err := s.refusedWhileAway(); err != nil {
 		s.log.Warn("federation: parked events refused before start", "err", err)
+	}
+	s.mu.Lock()
+	hasPeers := len(s.peers) > 0
+	s.mu.Unlock()
+	if hasPeers {
+		s.holdOwn(0, startHold, "the first exchange of heads with a peer, which may hold this realm's chain beyond this node's copy")
 	}
 	s.wg.Add(2)
 	go s.publishLoop()

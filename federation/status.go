@@ -420,41 +420,48 @@ func (s *Service) ownEvidence(ev *protocol.Event, raw []byte, key []byte) {
 }
 
 // checkOwnChain compares a peer's head of this realm with this node's log:
-// a different event at a seq held, or a chain beyond this node's head,
-// signed with this realm's key, is an alarm. What the peer only claims is
-// not: the event is fetched and its signature checked.
-func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine protocol.Head) {
+// a different event at a seq held, or a chain beyond this node's head not
+// linked to it, signed with this realm's key, is an alarm. A chain beyond
+// this node's head and linked to it is this node's own history, which an
+// older copy of its store lacks: it reports true, for the events to be
+// taken before any is authored (own.go). What the peer only claims is
+// neither: the event is fetched and its signature checked.
+func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine protocol.Head) (behind bool) {
 	if theirs.Seq == 0 {
-		return
+		return false
 	}
 	seq, kind := theirs.Seq, "fork"
 	var held cid.Cid // the event this node holds at seq, for a fork
 	if theirs.Seq > mine.Seq {
 		seq, kind = mine.Seq+1, "ahead"
 	} else if ev, err := s.st.EventAt(s.cfg.Realm, seq); err != nil || ev.CID.Equals(theirs.CID) {
-		return
+		return false
 	} else {
 		held = ev.CID
 	}
 	key, ok := s.dir.Key(s.cfg.Realm)
 	if !ok {
-		return
+		return false
 	}
 	raws, err := s.fetchRange(ctx, p, s.cfg.Realm, seq, 1)
 	if err != nil || len(raws) == 0 {
-		return
+		return false
 	}
 	ev, c, err := protocol.DecodeEvent(raws[0])
 	if err != nil || ev.Seq != seq || ev.Verify(key) != nil {
-		return
+		return false
+	}
+	if kind == "ahead" && ev.Follows(mine) == nil {
+		return true
 	}
 	detail := fmt.Sprintf("peer %s holds another event signed with this realm's key at seq %d: the key is used by another node", p, seq)
 	if kind == "ahead" {
 		detail = fmt.Sprintf("peer %s holds this realm's chain up to seq %d, beyond this node's log (seq %d): this node runs on an older copy of its store, or the key is used by another node; its next events fork the chain", p, theirs.Seq, mine.Seq)
 	} else if held.Equals(c) {
-		return // the peer's head was not the event it sent
+		return false // the peer's head was not the event it sent
 	}
 	s.alarm(OwnChainAlarm{Kind: kind, Seq: seq, CID: c.String(), Peer: p.String(), At: time.Now().UTC(), Detail: detail})
+	return false
 }
 
 // refusedParked quarantines the realm of an event parked for a record it

@@ -339,9 +339,13 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 	if err != nil {
 		return err
 	}
-	if h, ok := theirs[s.cfg.Realm]; ok {
-		s.checkOwnChain(ctx, p.id, h, mine[s.cfg.Realm])
+	own := theirs[s.cfg.Realm]
+	if own.Seq > 0 && s.checkOwnChain(ctx, p.id, own, mine[s.cfg.Realm]) {
+		s.holdOwn(own.Seq, ownHoldMax, fmt.Sprintf("peer %s holds this realm's chain to seq %d, beyond this node's copy (seq %d): those events first", p.id, own.Seq, mine[s.cfg.Realm].Seq))
 	}
+	// This realm's own events come after the others', which they may
+	// refer to; and an exchange ends the hold at start (own.go).
+	defer s.levelOwn(ctx, p.id, own.Seq)
 	for realm, h := range theirs {
 		if realm == s.cfg.Realm || s.refusing(realm) {
 			continue

@@ -338,6 +338,9 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 	if errors.Is(err, store.ErrClosed) {
 		return protocol.Refuse(protocol.ReasonUnavailable)
 	}
+	if errors.Is(err, store.ErrAuthoringHeld) {
+		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
+	}
 	if errors.Is(err, store.ErrFailed) {
 		n.log.Error("store failed: writes refused until the node is restarted", "op", op, "err", err)
 		return protocol.Refuse(protocol.ReasonUnavailable)

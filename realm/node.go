@@ -261,6 +261,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		fcfg.Realm, fcfg.Identity, fcfg.Logger = name, id, cfg.Logger
 		fcfg.Listen, fcfg.Peers, fcfg.Open = cfg.P2PAddrs, cfg.Peers, cfg.OpenFederation
 		fcfg.Blobs = n.parley
+		fcfg.OwnTaken = n.parley.ResumeNumbering
 		if cfg.SyncInterval > 0 {
 			fcfg.SyncInterval = cfg.SyncInterval
 		}

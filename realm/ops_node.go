@@ -2,6 +2,7 @@ package realm
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -24,7 +25,8 @@ func (n *Node) registerCore() {
 
 // HealthOut is the answer of get_health.
 type HealthOut struct {
-	Status        string         `json:"status" jsonschema:"ok, or the store's state when it is not"`
+	Status        string         `json:"status" jsonschema:"ok; the store's state when it is not; degraded when alarms says why"`
+	Alarms        []string       `json:"alarms,omitempty" jsonschema:"what the operator should know: this realm's key seen signing elsewhere, new events waiting for this realm's chain to be brought level"`
 	Version       string         `json:"version"`
 	Schema        int            `json:"schema" jsonschema:"the store's schema version"`
 	Realm         string         `json:"realm"`
@@ -49,11 +51,24 @@ type HealthStore struct {
 func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOut, error) {
 	st := n.store.State()
 	status := "ok"
+	var alarms []string
+	if f := n.fedSet.Load(); f != nil {
+		for _, a := range f.OwnChainAlarms() {
+			alarms = append(alarms, "this realm's key signs elsewhere ("+a.Kind+"): "+a.Detail)
+		}
+		if held, to := f.OwnHeld(); held && to > 0 {
+			alarms = append(alarms, fmt.Sprintf("a peer holds this realm's chain to seq %d, beyond this node's copy: new events wait until it is taken", to))
+		}
+	}
+	if len(alarms) > 0 {
+		status = "degraded"
+	}
 	if st.Status != "ok" {
 		status = st.Status
 	}
 	return HealthOut{
 		Status:  status,
+		Alarms:  alarms,
 		Version: Version,
 		Schema:  store.SchemaVersion,
 		Realm:   string(n.realm),

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/ipfs/go-cid"
@@ -80,14 +81,30 @@ type batch struct {
 // undo every write of the op. Submit returns once the batch is committed and
 // synced. fn must not call Submit, Ingest or Rebuild: the committer would
 // wait on itself.
+//
+// While authoring is held (HoldAuthoring), an op whose fn returns a draft
+// is undone, waits for the hold to end and runs again: fn may run more
+// than once.
 func (s *Store) Submit(ctx context.Context, fn func(tx *Tx) (*protocol.Draft, error)) (*StoredEvent, error) {
-	return s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
-		d, err := fn(tx)
-		if err != nil || d == nil {
+	var deadline time.Time
+	for {
+		ev, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
+			d, err := fn(tx)
+			if err != nil || d == nil {
+				return nil, err
+			}
+			return s.author(tx, d)
+		}})
+		if !errors.Is(err, errHeld) {
+			return ev, err
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(AuthorHoldWait)
+		}
+		if err := s.awaitAuthoring(ctx, deadline); err != nil {
 			return nil, err
 		}
-		return s.author(tx, d)
-	}})
+	}
 }
 
 // emptyMap is the canonical encoding of {}, the data of a draft without any.
@@ -96,6 +113,9 @@ var emptyMap = []byte{0xa0}
 func (s *Store) author(tx *Tx, d *protocol.Draft) (*StoredEvent, error) {
 	if s.cfg.Realm == "" || s.cfg.Key == nil {
 		return nil, errors.New("store: authoring an event needs Config.Realm and Config.Key")
+	}
+	if s.authoringHeld() != nil {
+		return nil, errHeld
 	}
 	realm := string(s.cfg.Realm)
 	h := tx.head(realm)

@@ -106,6 +106,7 @@ type Store struct {
 	batching   *batching                // the writer's wait for a batch worth a sync
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
 	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
+	hold       authorHold               // HoldAuthoring
 
 	mu           sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
 	closed       bool

@@ -106,6 +106,11 @@ func (s *Service) Bootstrap(ctx context.Context, human string) error {
 	return err
 }
 
+// ResumeNumbering carries the numbering on after the records the log
+// holds (resumeNumbering): the federation calls it once it took this
+// realm's own events back from a peer.
+func (s *Service) ResumeNumbering(ctx context.Context) error { return s.resumeNumbering(ctx) }
+
 // resumeNumbering raises the board, thread, message and claim counters to
 // the highest numbers this realm's records hold. The counters are local
 // (store.Tx.NextID), so a store restored from an export starts them at zero

@@ -275,6 +275,9 @@ func (c *Console) refusal(err error) *protocol.Refusal {
 	if errors.As(err, &ref) {
 		return ref
 	}
+	if errors.Is(err, store.ErrAuthoringHeld) {
+		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
+	}
 	if errors.Is(err, session.ErrBusy) {
 		return protocol.Refusef(protocol.ReasonUnavailable, "Too many passwords are being checked at once; try again in a few seconds.")
 	}
