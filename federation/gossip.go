@@ -229,6 +229,9 @@ func (s *Service) validator(realm protocol.Realm) pubsub.ValidatorEx {
 			if !whole {
 				return pubsub.ValidationReject
 			}
+			if realm != s.cfg.Realm {
+				s.stats.refusedN("refusing", len(run)) // blocked or quarantined here
+			}
 			return pubsub.ValidationIgnore
 		}
 		key, ok := s.dir.Key(realm)

@@ -31,8 +31,16 @@ type stats struct {
 	highest  map[protocol.Realm]protocol.Head // the newest head any peer showed
 }
 
+// refusalCauses are the causes refusals are counted by, each counted
+// from zero so that a metric shows it before it first happens.
+var refusalCauses = []string{"malformed", "signature", "key_conflict", "descriptor", "waiting", "chain", "rule", "catchup", "equivocation", "refusing"}
+
 func newStats() *stats {
-	return &stats{got: map[string]uint64{}, refusals: map[string]uint64{}, highest: map[protocol.Realm]protocol.Head{}}
+	st := &stats{got: map[string]uint64{}, refusals: map[string]uint64{}, highest: map[protocol.Realm]protocol.Head{}}
+	for _, c := range refusalCauses {
+		st.refusals[c] = 0
+	}
+	return st
 }
 
 func (st *stats) received(way string, n int) {
@@ -41,10 +49,12 @@ func (st *stats) received(way string, n int) {
 	st.got[way] += uint64(n)
 }
 
-func (st *stats) refused(cause string) {
+func (st *stats) refused(cause string) { st.refusedN(cause, 1) }
+
+func (st *stats) refusedN(cause string, n int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.refusals[cause]++
+	st.refusals[cause] += uint64(n)
 }
 
 // seen keeps the newest head a peer showed of each realm the directory
@@ -316,6 +326,7 @@ func (s *Service) equivocated(realm protocol.Realm, reason string) {
 			return
 		}
 	}
+	s.stats.refused("equivocation")
 	s.quarantine(realm, reason)
 }
 

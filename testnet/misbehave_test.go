@@ -180,6 +180,9 @@ func TestMisbehavingPeers(t *testing.T) {
 		if !strings.Contains(q["r5"], "equivocation") {
 			t.Fatalf("%s: r5 not quarantined for equivocation: %v", r.Name, q)
 		}
+		if n := r.Node.Federation().Counters().Refused["equivocation"]; n == 0 {
+			t.Errorf("%s counts no refusal for r5's equivocation", r.Name)
+		}
 		if q["r1"] != "" || q["r2"] != "" || q["r3"] != "" {
 			t.Fatalf("%s: an honest realm quarantined: %v", r.Name, q)
 		}

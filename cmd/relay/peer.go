@@ -323,8 +323,10 @@ func counts(m map[string]uint64) string {
 	keys := make([]string, 0, len(m))
 	var total uint64
 	for k, v := range m {
-		keys = append(keys, k)
-		total += v
+		if v > 0 { // every cause is listed, counted from zero
+			keys = append(keys, k)
+			total += v
+		}
 	}
 	if len(keys) == 0 {
 		return "0"
