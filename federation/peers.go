@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -142,6 +143,9 @@ func (s *Service) addPeer(ai peer.AddrInfo, source string, at time.Time) *peerSt
 	return p
 }
 
+// maxPeerAddrs bounds the addresses kept for a peer the operator adds.
+const maxPeerAddrs = 8
+
 // AddPeer adds a peer by its full multiaddr (ending in /p2p/<peer id>),
 // keeps it, and dials it.
 func (s *Service) AddPeer(ctx context.Context, addr string) (PeerStatus, error) {
@@ -153,6 +157,18 @@ func (s *Service) AddPeer(ctx context.Context, addr string) (PeerStatus, error) 
 	if ai.ID == s.host.ID() {
 		return PeerStatus{}, errors.New("federation: that address is this realm")
 	}
+	// The addresses known before stay behind the new ones: one that cannot
+	// be dialled (a typo, a transport the peer does not run) does not make
+	// the peer unreachable once it stops dialling in.
+	s.mu.Lock()
+	if p := s.peers[ai.ID]; p != nil {
+		for _, a := range p.addrs {
+			if len(ai.Addrs) < maxPeerAddrs && !slices.ContainsFunc(ai.Addrs, a.Equal) {
+				ai.Addrs = append(ai.Addrs, a)
+			}
+		}
+	}
+	s.mu.Unlock()
 	rec := peerRecord{AddedAt: time.Now().UTC()}
 	for _, a := range ai.Addrs {
 		rec.Addrs = append(rec.Addrs, a.String())

@@ -199,3 +199,30 @@ func TestKeyConflict(t *testing.T) {
 		t.Fatal("r1 took the impostor's events for r2")
 	}
 }
+
+// TestAddPeerKeepsAddresses: adding a peer again under an address that
+// cannot be dialled keeps the address it was known by, behind the new one.
+// Before, the new address replaced it, and the peer could not be dialled
+// again once the connection dropped.
+func TestAddPeerKeepsAddresses(t *testing.T) {
+	a := openNode(t, "aa", false, "/ip4/127.0.0.1/tcp/0")
+	b := openNode(t, "bb", false, "/ip4/127.0.0.1/tcp/0")
+	ctx := context.Background()
+	good := b.Federation().Addrs()[0]
+	if _, err := a.Federation().AddPeer(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	bad := "/ip4/127.0.0.1/udp/9/p2p/" + b.PeerID() // UDP without QUIC: no transport dials it
+	ps, err := a.Federation().AddPeer(ctx, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	goodAddr := strings.TrimSuffix(good, "/p2p/"+b.PeerID())
+	if len(ps.Addrs) != 2 || ps.Addrs[0] != "/ip4/127.0.0.1/udp/9" || ps.Addrs[1] != goodAddr {
+		t.Fatalf("addresses after adding a bad one: %v, want the bad one, then %s", ps.Addrs, goodAddr)
+	}
+	// The same address again is not listed twice.
+	if ps, err = a.Federation().AddPeer(ctx, good); err != nil || len(ps.Addrs) != 2 || ps.Addrs[0] != goodAddr {
+		t.Fatalf("the good address again: %v %v", ps.Addrs, err)
+	}
+}
