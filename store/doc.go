@@ -48,6 +48,7 @@
 //	m/rebuilding                 → present while a Rebuild is incomplete: the sequence it has
 //	                               replayed up to, the sequence it began at, the projector versions
 //	m/projections                → the projectors' versions the projections were made by
+//	m/wal                        → the last write-ahead record whose writes Badger holds (8 BE)
 //	wal/<first record, 16 hex>.wal  (files beside Badger's: the write-ahead log)
 //	x/eq/<realm>\x00<seq>‖<cid>  → raw event: both sides of an equivocation
 //	x/pk/<n 8 BE>                → a parked event: when, its place, why (park.go)

@@ -24,6 +24,9 @@ var (
 	keySequence   = []byte("m/seq")
 	keyRebuilding = []byte("m/rebuilding")
 	keyProjection = []byte("m/projections")
+	// keyWALMark is the number of the last write-ahead record whose
+	// writes Badger holds: written with each record's own writes (wal.go).
+	keyWALMark = []byte("m/wal")
 
 	// reserved are the prefixes only the store itself writes.
 	reserved = [][]byte{[]byte("e/"), []byte("m/"), []byte("x/")}

@@ -92,6 +92,9 @@ type wal struct {
 	// again on every append.
 	prepareFailed bool
 	log           *slog.Logger
+	// mark is the number of the last record Badger held at Open
+	// (keyWALMark): replay skips the records up to it.
+	mark uint64
 	// zeroed says that f was prepared so. The first segment after Open is
 	// not: once it holds firstPrepare bytes a spare is made, and the log
 	// moves on to it as soon as it is ready.
@@ -152,6 +155,18 @@ func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
+	mark, marked, err := walMark(db)
+	if err != nil {
+		return nil, 0, err
+	}
+	if marked && len(segs) > 0 && segs[0] > mark+1 {
+		// Checkpoints delete a segment only once Badger's files are synced
+		// past its records, and each record writes its number to Badger
+		// with its writes: Badger lost records its files had.
+		return nil, 0, fmt.Errorf("%w: Badger's files hold records up to %d, and the log begins at %d: records %d to %d are in neither (Badger's files were damaged or replaced)",
+			errWALDamaged, mark, segs[0], mark+1, segs[0]-1)
+	}
+	w.mark = mark
 	replayed := 0
 	for i, first := range segs {
 		if i == 0 {
@@ -168,6 +183,12 @@ func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
 		replayed += n
 		w.next += uint64(n)
 	}
+	if marked && w.next <= mark {
+		// The log ends before records Badger holds (its tail was cut):
+		// numbering carries on after them.
+		w.warn("store: the write-ahead log ends before records the store holds; going on after them", "log_ends", w.next-1, "store_holds", mark)
+		w.next = mark + 1
+	}
 	w.done = segs
 	if len(segs) > 0 && segs[len(segs)-1] == w.next {
 		// The newest segment holds no record: it becomes the current one
@@ -183,6 +204,29 @@ func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
 		return nil, 0, err
 	}
 	return w, replayed, nil
+}
+
+// walMark reads the number of the last record whose writes Badger holds
+// (keyWALMark); marked is false for a store written before it was kept.
+func walMark(db *badger.DB) (mark uint64, marked bool, err error) {
+	err = db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(keyWALMark)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			mark, err = decodeU64(v)
+			marked = err == nil
+			return err
+		})
+	})
+	if err != nil {
+		return 0, false, fmt.Errorf("store: wal: reading the mark: %w", err)
+	}
+	return mark, marked, nil
 }
 
 // segments lists the first record numbers of the segments in dir, in order.
@@ -227,6 +271,24 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 	n, off, want := 0, 0, first
 	for off < len(data) {
 		payload, size, ok := readRecord(data[off:], want)
+		if !ok && want <= w.mark {
+			// Badger holds this record already (its mark says so), so
+			// damage to it loses nothing: step over it when its header
+			// says where it ends, or stop when no readable record follows.
+			if size, ok := recordSpan(data[off:], want); ok {
+				w.warn("store: a damaged write-ahead record is skipped: the store holds its writes", "segment", segmentName(first), "record", want)
+				n++
+				want++
+				off += size
+				continue
+			}
+			if !recordAfter(data[off+1:], want+1) {
+				if !allZero(data[off:]) {
+					w.warn("store: the write-ahead log ends in a damaged record the store holds already", "segment", segmentName(first), "record", want)
+				}
+				break
+			}
+		}
 		if !ok {
 			if allZero(data[off:]) {
 				break // the rest of a prepared segment, never written
@@ -234,6 +296,7 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 			if !newest || !tornTail(data[off:], want) || recordAfter(data[off+1:], want+1) {
 				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
 			}
+			w.warn("store: the write-ahead log ended in a record cut short by a crash; it was never acknowledged", "segment", segmentName(first), "record", want)
 			if err := f.Truncate(int64(off)); err != nil {
 				return n, fmt.Errorf("store: wal: %w", err)
 			}
@@ -242,8 +305,10 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 			}
 			break
 		}
-		if err := applyRecord(db, payload); err != nil {
-			return n, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
+		if want > w.mark { // the records before are in Badger: replaying them would undo newer writes
+			if err := applyRecord(db, payload); err != nil {
+				return n, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
+			}
 		}
 		n++
 		want++
@@ -289,6 +354,20 @@ func recordAfter(rest []byte, recno uint64) bool {
 		}
 	}
 	return false
+}
+
+// recordSpan is the whole size of the record numbered want at the front of
+// data when its header is readable (whatever its payload), so that a
+// damaged payload can be stepped over.
+func recordSpan(data []byte, want uint64) (int, bool) {
+	if len(data) < walHeaderSize || binary.LittleEndian.Uint64(data[8:]) != want {
+		return 0, false
+	}
+	n := uint64(binary.LittleEndian.Uint32(data))
+	if n > uint64(len(data)-walHeaderSize) {
+		return 0, false
+	}
+	return walHeaderSize + int(n), true
 }
 
 // readRecord reads the record numbered want at the front of data: its
@@ -445,6 +524,20 @@ func (w *wal) append(r *record) (full bool, err error) {
 	return w.off >= w.segSize || (!w.zeroed && w.spareFits()), nil
 }
 
+// warn logs a warning, when the log has a logger.
+func (w *wal) warn(msg string, args ...any) {
+	if w.log != nil {
+		w.log.Warn(msg, args...)
+	}
+}
+
+// nextRecord is the number the next appended record gets.
+func (w *wal) nextRecord() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.next
+}
+
 // prepare makes the next segment's file in the background, unless it is
 // made or being made, or failed for the current segment. A failure only
 // means that the next segment starts empty: the spare is removed, so that
@@ -461,7 +554,7 @@ func (w *wal) prepare() {
 		err := w.zeroFile(name, size)
 		if err != nil {
 			os.Remove(name)
-			w.log.Warn("store: wal: preparing the next segment failed; it starts empty", "err", err)
+			w.warn("store: wal: preparing the next segment failed; it starts empty", "err", err)
 		}
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -517,7 +610,7 @@ func (w *wal) startSegment() error {
 		}
 		if err != nil {
 			// The spare is gone or unusable: start the segment empty.
-			w.log.Warn("store: wal: the prepared segment could not be used; it starts empty", "err", err)
+			w.warn("store: wal: the prepared segment could not be used; it starts empty", "err", err)
 			zeroed = false
 		}
 	}

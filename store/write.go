@@ -92,9 +92,11 @@ var errSplit = errors.New("store: split the batch")
 // acks its ops.
 func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 	if len(b.order) > 0 {
-		txn := s.db.NewTransaction(true)
+		txn, rec, err := s.beginTxn(b.size)
 		defer txn.Discard()
-		rec := s.newRecord(b.size)
+		if err != nil {
+			return false, err
+		}
 		for _, k := range b.order {
 			w := b.writes[k]
 			if err := setWrite(txn, k, w); err != nil {
@@ -118,9 +120,11 @@ func (s *Store) commitWhole(b *batch) (wrote bool, err error) {
 // acks them. It returns how many ops it took (at least one) and whether it
 // committed any write.
 func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
-	txn := s.db.NewTransaction(true)
+	txn, rec, err := s.beginTxn(0)
 	defer func() { txn.Discard() }()
-	rec := s.newRecord(0)
+	if err != nil {
+		return 0, false, err
+	}
 	writes := 0
 	for ; n < len(ops); n++ {
 		o := ops[n]
@@ -140,8 +144,10 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 		// txn holds part of o's writes, which cannot be taken back: start
 		// again with the ops before o and leave o to the next part.
 		txn.Discard()
-		txn, writes = s.db.NewTransaction(true), 0
-		rec = s.newRecord(0)
+		if txn, rec, err = s.beginTxn(0); err != nil {
+			return 0, false, err
+		}
+		writes = 0
 		for _, k := range ops[:n] {
 			if k.tx == nil {
 				continue
@@ -160,6 +166,24 @@ func (s *Store) commitPart(ops []*op) (n int, wrote bool, err error) {
 	}
 	s.done(ops[:n])
 	return n, writes > 0, nil
+}
+
+// beginTxn starts a write transaction and its write-ahead record (nil in
+// memory), with room for size bytes of entries. Both carry the record's
+// number under keyWALMark, so that Open knows which records Badger holds
+// (wal.go): only the writer appends, so the number is the next one.
+func (s *Store) beginTxn(size int) (*badger.Txn, *record, error) {
+	txn := s.db.NewTransaction(true)
+	rec := s.newRecord(size)
+	if rec == nil {
+		return txn, nil, nil
+	}
+	mark := write{val: u64(s.wal.nextRecord())}
+	if err := setWrite(txn, string(keyWALMark), mark); err != nil {
+		return txn, nil, fmt.Errorf("write: %w", err)
+	}
+	rec.add(string(keyWALMark), mark)
+	return txn, rec, nil
 }
 
 // newRecord starts the write-ahead record of a transaction, with room for
