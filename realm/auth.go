@@ -214,6 +214,27 @@ func (a *Auth) Issue(ctx context.Context, label string, rights protocol.Rights, 
 	}, nil
 }
 
+// rotateHuman gives the human's credential a new secret, keeping its id,
+// line and identity: the old secret stops working at once.
+func (a *Auth) rotateHuman(ctx context.Context) (string, error) {
+	var id uint64
+	a.mu.RLock()
+	for _, t := range a.tokens {
+		if t.Human && t.RevokedAt == nil && (id == 0 || t.ID < id) {
+			id = t.ID
+		}
+	}
+	a.mu.RUnlock()
+	if id == 0 {
+		return "", errors.New("no operator credential to give a new secret")
+	}
+	raw, hash := secret.New()
+	if _, err := a.update(ctx, id, func(rec *tokenRecord) error { rec.Hash = hash; return nil }); err != nil {
+		return "", err
+	}
+	return tokenPrefix + strconv.FormatUint(id, 10) + "_" + raw, nil
+}
+
 func uniqueLine(tx *store.Tx, base string) (string, error) {
 	line := base
 	for i := 2; ; i++ {

@@ -55,6 +55,10 @@ type Config struct {
 	// It is named when the realm is created ("" there: operator); later
 	// it may only repeat that name ("" takes the realm's).
 	HumanName string
+	// NewOperatorSecret gives the operator credential a new secret at
+	// start, written to DATA/operator.token (the old secret stops
+	// working): the way back when that file was lost.
+	NewOperatorSecret bool
 	// MaxBodyBytes bounds a request body; larger ones are payload_too_large.
 	MaxBodyBytes int64
 	// AllowedHosts, when set, are extra Host header values MCP accepts on a
@@ -360,22 +364,69 @@ func writeRealmFile(dir string, rf realmFile) error {
 
 // ensureOperator creates the human credential on first start.
 func (n *Node) ensureOperator() error {
+	ctx := context.Background()
+	path := filepath.Join(n.cfg.DataDir, "operator.token")
 	if n.auth.hasHuman() {
+		if n.cfg.NewOperatorSecret {
+			tok, err := n.auth.rotateHuman(ctx)
+			if err != nil {
+				return fmt.Errorf("operator credential: %w", err)
+			}
+			if err := writeSecretFile(path, tok); err != nil {
+				return fmt.Errorf("the operator credential has a new secret, but %w; start again with --new-operator-secret", err)
+			}
+			n.OperatorTokenFile = path
+			n.log.Warn("gave the operator credential a new secret; the old one no longer works", "secret_file", path)
+			return nil
+		}
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			n.log.Warn("the operator secret's file is missing; a start with --new-operator-secret writes a new secret there (the old one then stops working)", "secret_file", path)
+		}
 		return nil
 	}
-	tok, err := n.auth.Issue(context.Background(), n.cfg.HumanName, append(protocol.Rights(nil), protocol.AllRights...), true)
+	tok, err := n.auth.Issue(ctx, n.cfg.HumanName, append(protocol.Rights(nil), protocol.AllRights...), true)
 	if err != nil {
 		return fmt.Errorf("operator credential: %w", err)
 	}
-	path := filepath.Join(n.cfg.DataDir, "operator.token")
-	if err := os.WriteFile(path, []byte(tok.Token+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := os.Chmod(path, 0o600); err != nil { // WriteFile keeps an old file's mode
-		return err
+	if err := writeSecretFile(path, tok.Token); err != nil {
+		return fmt.Errorf("the operator credential was created, but %w; start again with --new-operator-secret", err)
 	}
 	n.OperatorTokenFile = path
 	n.log.Info("created operator credential", "identity", tok.Identity, "secret_file", path)
+	return nil
+}
+
+// writeSecretFile writes secret to path, mode 0600, whole or not at all: a
+// file beside it, synced, renamed over path, and the directory synced.
+func writeSecretFile(path, secret string) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".operator.token-*")
+	if err != nil {
+		return fmt.Errorf("writing the operator secret: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename
+	_, err = tmp.WriteString(secret + "\n")
+	if err == nil {
+		err = tmp.Chmod(0o600)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err == nil {
+		var d *os.File
+		if d, err = os.Open(filepath.Dir(path)); err == nil {
+			err = d.Sync()
+			d.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("writing the operator secret to %s: %w", path, err)
+	}
 	return nil
 }
 

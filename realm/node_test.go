@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -201,6 +203,66 @@ func TestOperatorTokenFile(t *testing.T) {
 	p, err := tn.auth.Authenticate(tn.operator)
 	if err != nil || !p.Human || p.Identity.String() != "human:operator" {
 		t.Fatalf("operator principal %+v, %v", p, err)
+	}
+}
+
+// TestNewOperatorSecret: a lost operator.token is not the end of the
+// realm: a start with NewOperatorSecret gives the same operator credential
+// (same identity) a new secret, written there, and the old one stops
+// working; a start without it leaves the credential as it is.
+func TestNewOperatorSecret(t *testing.T) {
+	dir := t.TempDir()
+	open := func(renew bool) *Node {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.P2PAddrs = nil
+		cfg.Realm, cfg.DataDir, cfg.NewOperatorSecret = "local", dir, renew
+		cfg.Logger = slog.New(slog.DiscardHandler)
+		n, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	file := filepath.Join(dir, "operator.token")
+	read := func() string {
+		t.Helper()
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	n := open(false)
+	old := read()
+	n.Close()
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	n = open(false) // starts, and writes nothing
+	if _, err := os.Stat(file); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a start without the flag wrote the file: %v", err)
+	}
+	if _, err := n.auth.Authenticate(old); err != nil {
+		t.Fatalf("the old secret stopped working without the flag: %v", err)
+	}
+	n.Close()
+
+	n = open(true)
+	defer n.Close()
+	renewed := read()
+	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the new file: %v, %v", fi, err)
+	}
+	if _, err := n.auth.Authenticate(old); err == nil {
+		t.Fatal("the old secret still works")
+	}
+	p, err := n.auth.Authenticate(renewed)
+	if err != nil || !p.Human || p.Identity.String() != "human:operator" {
+		t.Fatalf("the new secret: %+v, %v", p, err)
+	}
+	if entries, _ := os.ReadDir(dir); slices.ContainsFunc(entries, func(e os.DirEntry) bool { return strings.HasPrefix(e.Name(), ".operator.token-") }) {
+		t.Fatal("a temporary file was left behind")
 	}
 }
 

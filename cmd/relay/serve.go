@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -34,6 +35,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "open-federation", Usage: "admit realms that dial in without being named as peers", EnvVars: []string{"RELAY_OPEN_FEDERATION"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "sync-interval", Value: federation.DefaultConfig().SyncInterval, Usage: "how often connected peers compare heads (anti-entropy)", EnvVars: []string{"RELAY_SYNC_INTERVAL"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-clock-ahead", Value: federation.DefaultConfig().MaxAhead, Usage: "how far past this node's clock a peer's event may be dated; later ones wait until then", EnvVars: []string{"RELAY_MAX_CLOCK_AHEAD"}}),
+		&cli.BoolFlag{Name: "new-operator-secret", Usage: "give the operator credential a new secret, written to DATA/operator.token; the old one stops working (when that file was lost)"},
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name, given when the realm is created: the human is human:<name> (default: the realm's, else \"operator\")", EnvVars: []string{"RELAY_HUMAN"}}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
@@ -86,6 +88,7 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.SyncInterval = c.Duration("sync-interval")
 	cfg.MaxClockAhead = c.Duration("max-clock-ahead")
 	cfg.HumanName = c.String("human")
+	cfg.NewOperatorSecret = c.Bool("new-operator-secret")
 	cfg.AllowedHosts = c.StringSlice("allowed-host")
 	cfg.InMemory = c.Bool("in-memory")
 	cfg.RateLimit = c.Int("rate-limit")
@@ -176,10 +179,14 @@ func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 	} else {
 		fmt.Fprintln(out, "federation off: no p2p listen address")
 	}
-	if n.OperatorTokenFile != "" {
+	secretFile := filepath.Join(cfg.DataDir, "operator.token")
+	switch _, err := os.Stat(secretFile); {
+	case n.OperatorTokenFile != "":
 		fmt.Fprintf(out, "operator secret written to %s (keep it; it acts as the realm's human)\n", n.OperatorTokenFile)
-	} else {
-		fmt.Fprintf(out, "operator secret: %s/operator.token\n", strings.TrimRight(cfg.DataDir, "/"))
+	case err == nil:
+		fmt.Fprintf(out, "operator secret: %s\n", secretFile)
+	default:
+		fmt.Fprintf(out, "operator secret: %s is missing; start with --new-operator-secret to write a new one there (the old secret then stops working)\n", secretFile)
 	}
 	return n.Serve(ctx)
 }
