@@ -347,4 +347,19 @@ func TestKeyArgumentNamesItsField(t *testing.T) {
 			t.Errorf("mcp id %v: %v", id, res)
 		}
 	}
+	// A key inside the envelope is named as the client wrote it, never
+	// after the Go type that holds it ("Envelope.parent").
+	for _, parent := range []any{-5, 1.5, true} {
+		for _, f := range []string{"parent", "thread"} {
+			env := map[string]any{"kind": "note", "body": "x", f: parent}
+			if st, out := tn.do(t, "POST", "/api/v1/threads/th_1/messages", a, env); st != 400 || field(out, "details", "field") != f {
+				t.Errorf("http %s %v: %d %v", f, parent, st, out)
+			}
+			args, _ := json.Marshal(map[string]any{"id": 1, "kind": "note", "body": "x", f: parent})
+			_, res := rawMCP(t, tn.srv.URL, a, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_threads_id_messages","arguments":`+string(args)+`}}`))
+			if field(res, "result", "structuredContent", "details", "field") != f {
+				t.Errorf("mcp %s %v: %v", f, parent, res)
+			}
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -156,6 +157,7 @@ func bindRefusal(err error) error {
 	if !errors.As(err, &ute) || ute.Field == "" {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "The arguments do not fit the operation's input: %s.", jsonErrorText(err)).With("rule", "type")
 	}
+	ute.Field = wireField(ute.Field)
 	if ute.Type == reflect.TypeFor[protocol.KeyRef]() {
 		return invalidField(ute.Field, "type", "Field %q must be a key such as th_12, or a positive integer, not %s.", ute.Field, ute.Value)
 	}
@@ -170,6 +172,24 @@ func bindRefusal(err error) error {
 		value = num
 	}
 	return invalidField(ute.Field, "type", "Field %q must be of type %s, not %s.", ute.Field, want, value)
+}
+
+// wireField is the path of a field as a client writes it: encoding/json
+// names a field of an embedded struct after the struct's Go type too
+// ("Envelope.parent"), which no client sends; every name on the wire is
+// lower case.
+func wireField(path string) string {
+	parts := strings.Split(path, ".")
+	kept := parts[:0]
+	for _, p := range parts {
+		if p != "" && !unicode.IsUpper([]rune(p)[0]) {
+			kept = append(kept, p)
+		}
+	}
+	if len(kept) == 0 {
+		return path
+	}
+	return strings.Join(kept, ".")
 }
 
 // intRange reports whether num, a JSON number, is whole, and if it is,
