@@ -476,6 +476,16 @@ func TestCorpusMCPScopesAndAudience(t *testing.T) {
 			t.Errorf("resources/read with %.12s…: %s", tok, body)
 		}
 	}
+	// A URI that does not parse (a control character) gets an answer: the
+	// SDK would answer nothing at all.
+	for _, uri := range []string{`x\u0001y`, `\u0000://x`} {
+		resp, body := mcpCall(t, base, "", read, `{"jsonrpc":"2.0","id":7,"method":"resources/read","params":{"uri":"`+uri+`"}}`)
+		var out map[string]any
+		json.Unmarshal(body, &out)
+		if resp.StatusCode != 200 || out["id"] != float64(7) || field(out, "error", "code") != float64(-32602) {
+			t.Errorf("resources/read of %s: %d %s", uri, resp.StatusCode, body)
+		}
+	}
 
 	// Audience: the same token through another name of the node is refused.
 	host := strings.Replace(strings.TrimPrefix(base, "http://"), "127.0.0.1", "localhost", 1)

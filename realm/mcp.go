@@ -389,6 +389,13 @@ func paramsProblem(method string, raw json.RawMessage) string {
 		if !isString("uri", true) {
 			return "uri is a string."
 		}
+		// The SDK parses it and answers nothing at all for one that does
+		// not parse (a control character).
+		var uri string
+		json.Unmarshal(params["uri"], &uri)
+		if _, err := url.Parse(uri); err != nil {
+			return "uri is a URI, such as corpus://auth.md; see resources/list."
+		}
 	case "prompts/get":
 		if !isString("name", true) {
 			return "name is a string; see prompts/list."
