@@ -342,8 +342,15 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
 	}
 	if errors.Is(err, store.ErrFailed) {
-		n.log.Error("store failed: writes refused until the node is restarted", "op", op, "err", err)
-		return protocol.Refuse(protocol.ReasonUnavailable)
+		// Once a minute at most: every write is refused the same way
+		// until the restart, and a busy node would log each one.
+		if now := time.Now().UnixNano(); now-n.failLogged.Load() > int64(time.Minute) {
+			n.failLogged.Store(now)
+			n.log.Error("store failed: writes refused until the node is restarted", "op", op, "err", err)
+		}
+		ref := protocol.Refusef(protocol.ReasonUnavailable, "The node's store failed a write and refuses writes until the operator restarts the node; reads still work.")
+		ref.HowTo = "Do not retry until the node has been restarted; reads still work."
+		return ref
 	}
 	n.log.Error("operation failed", "op", op, "err", err)
 	return protocol.Refuse(protocol.ReasonInternal)

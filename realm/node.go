@@ -94,19 +94,20 @@ func DefaultConfig() Config {
 
 // Node is one running realm.
 type Node struct {
-	cfg      Config
-	log      *slog.Logger
-	realm    protocol.Realm
-	id       *federation.Identity
-	store    *store.Store
-	auth     *Auth
-	sessions *session.Manager
-	console  *web.Console
-	reg      *api.Registry
-	metrics  *metrics
-	parley   *parley.Service
-	corpus   *corpus.Service
-	fed      *federation.Service // nil when the node does not federate
+	failLogged atomic.Int64 // when safe last logged the store's failure (unix ns)
+	cfg        Config
+	log        *slog.Logger
+	realm      protocol.Realm
+	id         *federation.Identity
+	store      *store.Store
+	auth       *Auth
+	sessions   *session.Manager
+	console    *web.Console
+	reg        *api.Registry
+	metrics    *metrics
+	parley     *parley.Service
+	corpus     *corpus.Service
+	fed        *federation.Service // nil when the node does not federate
 	// fedSet is fed once set, for the store's goroutines, which may ask
 	// while Open sets it (parley's Refusing).
 	fedSet   atomic.Pointer[federation.Service]
