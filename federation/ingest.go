@@ -138,7 +138,7 @@ func (s *Service) settle(ctx context.Context, realm protocol.Realm, run []gossip
 		s.stats.refused("chain")
 		s.kick(from) // a fork below the head: catch-up collects the evidence
 		return pubsub.ValidationReject
-	case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || ctx.Err() != nil:
+	case s.ctx.Err() != nil || errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrDiskFull) || ctx.Err() != nil:
 		return pubsub.ValidationIgnore
 	default:
 		// An event of the run broke a rule of the log: the events before it

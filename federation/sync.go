@@ -642,7 +642,7 @@ func (s *Service) runFailed(ctx context.Context, realm protocol.Realm, raws [][]
 // fault.
 func isRuleError(err error) bool {
 	for _, e := range []error{store.ErrDependency, store.ErrEquivocation, protocol.ErrBadSignature, protocol.ErrChainBroken,
-		protocol.ErrInvalidEvent, protocol.ErrNonCanonical, store.ErrGap, store.ErrFailed, store.ErrClosed,
+		protocol.ErrInvalidEvent, protocol.ErrNonCanonical, store.ErrGap, store.ErrFailed, store.ErrClosed, store.ErrDiskFull,
 		context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, e) {
 			return false

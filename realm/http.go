@@ -338,6 +338,11 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 	if errors.Is(err, store.ErrClosed) {
 		return protocol.Refuse(protocol.ReasonUnavailable)
 	}
+	if errors.Is(err, store.ErrDiskFull) {
+		ref := protocol.Refusef(protocol.ReasonUnavailable, "The node's disk is nearly full: writes are refused until the operator frees space; reads still work.")
+		ref.HowTo = "Retry later; reads still work."
+		return ref
+	}
 	if errors.Is(err, store.ErrAuthoringHeld) {
 		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
 	}

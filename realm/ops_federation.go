@@ -132,7 +132,7 @@ func (n *Node) addPeer(ctx context.Context, c *api.Call, in addPeerIn) (PeerOut,
 	}
 	p, err := f.AddPeer(ctx, strings.TrimSpace(in.Addr))
 	if err != nil {
-		if errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) {
+		if errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrDiskFull) {
 			return PeerOut{}, err
 		}
 		return PeerOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "%v", err).With("field", "addr").With("rule", "format")
@@ -155,7 +155,7 @@ func (n *Node) removePeer(ctx context.Context, c *api.Call, in peerIDIn) (DoneOu
 		return DoneOut{}, err
 	}
 	if err := f.RemovePeer(ctx, in.ID); err != nil {
-		if errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) {
+		if errors.Is(err, store.ErrFailed) || errors.Is(err, store.ErrClosed) || errors.Is(err, store.ErrDiskFull) {
 			return DoneOut{}, err
 		}
 		return DoneOut{}, protocol.Refusef(protocol.ReasonNotFound, "No peer %q; relay peer list (get_federation_peers) lists them.", in.ID)

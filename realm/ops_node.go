@@ -26,7 +26,7 @@ func (n *Node) registerCore() {
 // HealthOut is the answer of get_health.
 type HealthOut struct {
 	Status        string         `json:"status" jsonschema:"ok; the store's state when it is not; degraded when alarms says why"`
-	Alarms        []string       `json:"alarms,omitempty" jsonschema:"what the operator should know: this realm's key seen signing elsewhere, new events waiting for this realm's chain to be brought level"`
+	Alarms        []string       `json:"alarms,omitempty" jsonschema:"what the operator should know: the disk nearly full, this realm's key seen signing elsewhere, new events waiting for this realm's chain to be brought level"`
 	Version       string         `json:"version"`
 	Schema        int            `json:"schema" jsonschema:"the store's schema version"`
 	Realm         string         `json:"realm"`
@@ -59,6 +59,9 @@ func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOu
 		if held, to := f.OwnHeld(); held && to > 0 {
 			alarms = append(alarms, fmt.Sprintf("a peer holds this realm's chain to seq %d, beyond this node's copy: new events wait until it is taken", to))
 		}
+	}
+	if low, free := n.store.DiskLow(); low {
+		alarms = append(alarms, fmt.Sprintf("the disk holding the store has %d MiB free: writes are refused until space is freed", free>>20))
 	}
 	if len(alarms) > 0 {
 		status = "degraded"

@@ -357,6 +357,9 @@ func (s *Store) queue(ctx context.Context, o *op) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
+	if s.diskLow.Load() {
+		return ErrDiskFull
+	}
 	select {
 	case s.ops <- o:
 		return nil

@@ -1066,7 +1066,7 @@ func IsRefusal(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, e := range []error{ErrDependency, ErrClosed, ErrFailed, ErrSequence, ErrReservedKey, ErrReadOnly, ErrNotFound,
+	for _, e := range []error{ErrDependency, ErrClosed, ErrFailed, ErrDiskFull, ErrAuthoringHeld, ErrSequence, ErrReservedKey, ErrReadOnly, ErrNotFound,
 		errPanic, errFault, badger.ErrTxnTooBig, protocol.ErrChainBroken, protocol.ErrInvalidEvent, protocol.ErrNonCanonical,
 		context.Canceled, context.DeadlineExceeded} {
 		if errors.Is(err, e) {

@@ -45,6 +45,10 @@ type Config struct {
 	Realm    protocol.Realm     // the local realm: Submit authors its events
 	Key      ed25519.PrivateKey // the local realm's key: Submit signs with it
 	Now      func() time.Time   // default time.Now; used for Event.At (Unix ms)
+	// MinFreeBytes is the free space on the store's disk under which
+	// writes are refused (ErrDiskFull; disk.go): 0 means
+	// DefaultMinFreeBytes, negative does not watch.
+	MinFreeBytes int64
 }
 
 // DefaultConfig returns the configuration of a durable store in dir.
@@ -107,6 +111,9 @@ type Store struct {
 	nextSnap   atomic.Pointer[snapshot] // writer → committer: the newest snapshot not yet taken
 	failed     atomic.Pointer[error]    // set once, by the writer, when a commit fails
 	hold       authorHold               // HoldAuthoring
+	diskLow    atomic.Bool              // writes refused for want of disk space (disk.go)
+	diskFree   atomic.Int64             // the free bytes last read
+	diskDone   chan struct{}
 
 	mu           sync.Mutex // guards closed, projectors, watchers; inflight.Add happens under it
 	closed       bool
@@ -202,6 +209,7 @@ func Open(cfg Config) (*Store, error) {
 		heads:       make(map[string]protocol.Head),
 		unparkWake:  make(chan struct{}, 1),
 		unparkDone:  make(chan struct{}),
+		diskDone:    make(chan struct{}),
 	}
 	if err := s.load(); err != nil {
 		s.closeWAL()
@@ -209,9 +217,11 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.c = newCommitter(s)
+	s.checkDisk()
 	go s.writeLoop()
 	go s.commitLoop()
 	go s.unparkLoop()
+	go s.watchDisk()
 	return s, nil
 }
 
@@ -450,6 +460,7 @@ func (s *Store) Close() error {
 		close(s.ops)
 		<-s.loopDone
 		<-s.unparkDone
+		<-s.diskDone
 		s.checkpoints.Wait()
 		if s.wal != nil && s.failure() == nil {
 			s.closeErr = s.wal.checkpointAll()

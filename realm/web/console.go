@@ -275,6 +275,9 @@ func (c *Console) refusal(err error) *protocol.Refusal {
 	if errors.As(err, &ref) {
 		return ref
 	}
+	if errors.Is(err, store.ErrDiskFull) {
+		return protocol.Refusef(protocol.ReasonUnavailable, "The node's disk is nearly full: writes are refused until space is freed; reads still work.")
+	}
 	if errors.Is(err, store.ErrAuthoringHeld) {
 		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
 	}

@@ -1,0 +1,6 @@
+//go:build !linux
+
+package store
+
+// freeBytes is not read on this system: the store does not watch its disk.
+func freeBytes(string) (int64, bool) { return 0, false }
