@@ -233,17 +233,8 @@ func TestRefusalsWithoutCredentialCount(t *testing.T) {
 	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
 	a := tn.registerAgent(t, true)
 	anonymous := func(token string) (int, map[string]any) {
-		req, _ := http.NewRequest("POST", tn.srv.URL+"/"+a.endpoint+"/createConversation", strings.NewReader(`{"subject":"s","content":"x"}`))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Operation-Token", token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
+		status, out, _ := tn.write(t, corpusAgent{endpoint: a.endpoint}, "/createConversation", token, map[string]any{"subject": "s", "content": "x"})
+		return status, out
 	}
 	for i := range 2 { // the registration above was one
 		if status, out := anonymous("anon-" + itoa(uint64(i))); status != 401 {

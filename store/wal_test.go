@@ -95,6 +95,20 @@ func submitMany(t *testing.T, s *Store, n int) []*StoredEvent {
 	return out
 }
 
+// submitEach submits n events one after the other: one per record.
+func submitEach(t *testing.T, s *Store, n int) []*StoredEvent {
+	t.Helper()
+	var evs []*StoredEvent
+	for i := range n {
+		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, se)
+	}
+	return evs
+}
+
 // crashCopy returns a data directory holding Badger as it was in base and
 // the write-ahead log of live: what a crash leaves when Badger kept none of
 // its unsynced commits since base.
@@ -200,14 +214,7 @@ func TestWALReplaysWhatBadgerLost(t *testing.T) {
 func TestWALTornTail(t *testing.T) {
 	live, base := newWithBase(t)
 	s := openTest(t, testConfig(live), counter{})
-	var evs []*StoredEvent
-	for i := range 10 { // one event per record
-		se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs = append(evs, se)
-	}
+	evs := submitEach(t, s, 10)
 	dir := crashCopy(t, base, live)
 	s.Close()
 
@@ -894,14 +901,7 @@ func TestWALMarkSkipsWhatBadgerHolds(t *testing.T) {
 		t.Run(damage.name, func(t *testing.T) {
 			live := t.TempDir()
 			s := openTest(t, testConfig(live), counter{})
-			var evs []*StoredEvent
-			for i := range 10 { // one event per record
-				se, err := s.Submit(context.Background(), draftFn("t.a", fmt.Sprint(i)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				evs = append(evs, se)
-			}
+			evs := submitEach(t, s, 10)
 			dir := liveCopy(t, live)
 			s.Close()
 			segs := segmentFiles(t, dir)
