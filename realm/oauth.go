@@ -265,7 +265,15 @@ type oauthClient struct {
 	// as: made on its first authorization, 0 until then (and for a public
 	// client, whose grants each have their own).
 	Agent uint64 `json:"agent,omitempty"`
+	// UsedAt is when the client was first given a code; a client never
+	// given one is swept unusedClientTTL after its registration.
+	UsedAt *time.Time `json:"used_at,omitempty"`
 }
+
+// unusedClientTTL is how long a registered client that was never given a
+// code is kept: registration is open, so otherwise anyone could fill the
+// store with clients.
+const unusedClientTTL = 24 * time.Hour
 
 type oauthCode struct {
 	Hash        []byte    `json:"hash"`
@@ -476,6 +484,20 @@ func (o *oauthServer) authorize(w http.ResponseWriter, r *http.Request) {
 	rec := oauthCode{Hash: hash, ClientID: c.ID, RedirectURI: redirect, Challenge: challenge, Resource: resource, Scopes: scopes,
 		Agent: agent, Expires: o.now().Add(o.codeTTL)}
 	if _, err := o.n.store.Submit(r.Context(), func(tx *store.Tx) (*protocol.Draft, error) {
+		if c.UsedAt == nil { // kept from now on (sweep)
+			var cur oauthClient
+			ck := oauthKey(pfxOAuthClient, c.ID)
+			if ok, err := getRecord(tx, ck, &cur); err != nil || !ok {
+				return nil, err
+			}
+			if cur.UsedAt == nil {
+				at := o.now().UTC()
+				cur.UsedAt = &at
+				if err := putRecord(tx, ck, cur); err != nil {
+					return nil, err
+				}
+			}
+		}
 		return nil, putRecord(tx, oauthKey(pfxOAuthCode, id), rec)
 	}); err != nil {
 		o.n.log.Error("oauth: store code", "err", err)
@@ -889,13 +911,19 @@ func (o *oauthServer) sweep(ctx context.Context) {
 	}
 	_, err := o.n.store.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		var dead [][]byte
+		inUse := map[string]bool{} // clients with a live code or token
 		expired := func(grace time.Duration) func(k, v []byte) error {
 			return func(k, v []byte) error {
 				var rec struct {
-					Expires time.Time `json:"expires"`
+					ClientID string    `json:"client_id"`
+					Expires  time.Time `json:"expires"`
 				}
-				if json.Unmarshal(v, &rec) == nil && now.After(rec.Expires.Add(grace)) {
+				switch {
+				case json.Unmarshal(v, &rec) != nil:
+				case now.After(rec.Expires.Add(grace)):
 					dead = append(dead, append([]byte(nil), k...))
+				case rec.ClientID != "":
+					inUse[rec.ClientID] = true
 				}
 				return nil
 			}
@@ -907,6 +935,16 @@ func (o *oauthServer) sweep(ctx context.Context) {
 			if err := tx.Iterate(pfx, false, expired(0)); err != nil {
 				return nil, err
 			}
+		}
+		err := tx.Iterate(pfxOAuthClient, false, func(k, v []byte) error {
+			var c oauthClient
+			if json.Unmarshal(v, &c) == nil && c.UsedAt == nil && c.Agent == 0 && !inUse[c.ID] && now.After(c.CreatedAt.Add(unusedClientTTL)) {
+				dead = append(dead, append([]byte(nil), k...))
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		for _, k := range dead {
 			if err := tx.Delete(k); err != nil {

@@ -550,6 +550,45 @@ func TestOAuthExpiry(t *testing.T) {
 	}
 }
 
+// TestOAuthUnusedClientsSwept: registration is open, so a client never
+// given a code is swept a day after it registered; one that was, or that
+// holds a live token, is kept.
+func TestOAuthUnusedClientsSwept(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	o := tn.newOAuthServer()
+	now := time.Now()
+	o.now = func() time.Time { return now }
+	mux := http.NewServeMux()
+	o.mount(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	used := newOAuthClient(t, srv.URL, nil)
+	idle := newOAuthClient(t, srv.URL, nil)
+	_, challenge := pkcePair()
+	used.code(t, challenge, "")
+	kept := func(c *oauthClientT) bool {
+		t.Helper()
+		rec, err := o.client(c.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec != nil
+	}
+	now = now.Add(time.Hour)
+	o.sweep(t.Context())
+	if !kept(idle) || !kept(used) {
+		t.Fatal("a client was swept within its first day")
+	}
+	now = now.Add(unusedClientTTL)
+	o.sweep(t.Context())
+	if kept(idle) {
+		t.Fatal("a client never given a code outlived its day")
+	}
+	if !kept(used) {
+		t.Fatal("a client given a code was swept")
+	}
+}
+
 // TestOAuthRefreshes: two refreshes of one token sent together (the MCP
 // SDK sends them when two calls meet a 401 at once) leave the client what
 // one of them got; a grant refreshed again and again keeps its newest
