@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -167,26 +168,43 @@ func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
 			errWALDamaged, mark, segs[0], mark+1, segs[0]-1)
 	}
 	w.mark = mark
+	// First read the log through, cutting a torn tail, to learn where it
+	// ends; then replay it. Replaying every record still held, in order,
+	// leaves each key as the last record left it whatever Badger kept (a
+	// power loss may cost Badger any part of its unsynced commits). But
+	// if the log ends before records Badger holds (its last records were
+	// damaged, and cut), replaying the ones before would set keys back
+	// under the newer values of those: then Badger is trusted up to its
+	// mark, and only the records after it would be replayed (none).
 	replayed := 0
-	for i, first := range segs {
-		if i == 0 {
-			w.next = first
+	for pass, from := 0, uint64(math.MaxUint64); pass < 2; pass++ {
+		replayed, w.next = 0, 0
+		for i, first := range segs {
+			if i == 0 {
+				w.next = first
+			}
+			if first != w.next {
+				return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
+			}
+			n, err := w.replay(db, first, i == len(segs)-1, from)
+			if err != nil {
+				return nil, 0, err
+			}
+			if end := first + uint64(n); end > from { // records from..end-1 were applied
+				replayed += int(end - max(from, first))
+			}
+			w.next += uint64(n)
 		}
-		if first != w.next {
-			return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
+		from = 0
+		if marked && w.next <= mark {
+			from = mark + 1
 		}
-		newest := i == len(segs)-1
-		n, err := w.replay(db, first, newest)
-		if err != nil {
-			return nil, 0, err
-		}
-		replayed += n
-		w.next += uint64(n)
+	}
+	if len(segs) == 0 {
+		w.next = 1
 	}
 	if marked && w.next <= mark {
-		// The log ends before records Badger holds (its tail was cut):
-		// numbering carries on after them.
-		w.warn("store: the write-ahead log ends before records the store holds; going on after them", "log_ends", w.next-1, "store_holds", mark)
+		w.warn("store: the write-ahead log ends before records the store holds; they are not replayed, and numbering goes on after them", "log_ends", w.next-1, "store_holds", mark)
 		w.next = mark + 1
 	}
 	w.done = segs
@@ -251,13 +269,14 @@ func (w *wal) segments() ([]uint64, error) {
 	return out, nil
 }
 
-// replay commits the records of one segment to db, in order, each in a
-// transaction of its own as it was written, and returns how many. Every
-// record but the one being written at a crash was synced before the next
-// was begun, so only the newest segment may end in a torn record, and only
-// at its end: the torn record is cut off (durably, so that the segment is
-// whole once a newer one exists). Anything else unreadable is damage.
-func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
+// replay reads the records of one segment in order and commits to db, each
+// in a transaction of its own as it was written, those numbered from on,
+// and returns how many records it read. Every record but the one being
+// written at a crash was synced before the next was begun, so only the
+// newest segment may end in a torn record, and only at its end: the torn
+// record is cut off (durably, so that the segment is whole once a newer one
+// exists). Anything else unreadable is damage.
+func (w *wal) replay(db *badger.DB, first uint64, newest bool, from uint64) (int, error) {
 	name := filepath.Join(w.dir, segmentName(first))
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
@@ -271,24 +290,6 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 	n, off, want := 0, 0, first
 	for off < len(data) {
 		payload, size, ok := readRecord(data[off:], want)
-		if !ok && want <= w.mark {
-			// Badger holds this record already (its mark says so), so
-			// damage to it loses nothing: step over it when its header
-			// says where it ends, or stop when no readable record follows.
-			if size, ok := recordSpan(data[off:], want); ok {
-				w.warn("store: a damaged write-ahead record is skipped: the store holds its writes", "segment", segmentName(first), "record", want)
-				n++
-				want++
-				off += size
-				continue
-			}
-			if !recordAfter(data[off+1:], want+1) {
-				if !allZero(data[off:]) {
-					w.warn("store: the write-ahead log ends in a damaged record the store holds already", "segment", segmentName(first), "record", want)
-				}
-				break
-			}
-		}
 		if !ok {
 			if allZero(data[off:]) {
 				break // the rest of a prepared segment, never written
@@ -296,7 +297,11 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 			if !newest || !tornTail(data[off:], want) || recordAfter(data[off+1:], want+1) {
 				return n, fmt.Errorf("%w: segment %s: record %d at offset %d", errWALDamaged, segmentName(first), want, off)
 			}
-			w.warn("store: the write-ahead log ended in a record cut short by a crash; it was never acknowledged", "segment", segmentName(first), "record", want)
+			if want <= w.mark {
+				w.warn("store: the write-ahead log ends in a damaged record whose writes the store holds", "segment", segmentName(first), "record", want)
+			} else {
+				w.warn("store: the write-ahead log ended in a record cut short by a crash; it was never acknowledged", "segment", segmentName(first), "record", want)
+			}
 			if err := f.Truncate(int64(off)); err != nil {
 				return n, fmt.Errorf("store: wal: %w", err)
 			}
@@ -305,7 +310,7 @@ func (w *wal) replay(db *badger.DB, first uint64, newest bool) (int, error) {
 			}
 			break
 		}
-		if want > w.mark { // the records before are in Badger: replaying them would undo newer writes
+		if want >= from {
 			if err := applyRecord(db, payload); err != nil {
 				return n, fmt.Errorf("store: wal: replaying record %d: %w", want, err)
 			}
@@ -354,20 +359,6 @@ func recordAfter(rest []byte, recno uint64) bool {
 		}
 	}
 	return false
-}
-
-// recordSpan is the whole size of the record numbered want at the front of
-// data when its header is readable (whatever its payload), so that a
-// damaged payload can be stepped over.
-func recordSpan(data []byte, want uint64) (int, bool) {
-	if len(data) < walHeaderSize || binary.LittleEndian.Uint64(data[8:]) != want {
-		return 0, false
-	}
-	n := uint64(binary.LittleEndian.Uint32(data))
-	if n > uint64(len(data)-walHeaderSize) {
-		return 0, false
-	}
-	return walHeaderSize + int(n), true
 }
 
 // readRecord reads the record numbered want at the front of data: its

@@ -31,7 +31,7 @@ func FuzzWALSegment(f *testing.F) {
 			t.Fatal(err)
 		}
 		w := &wal{dir: dir, mark: mark}
-		n, err := w.replay(db, 1, newest)
+		n, err := w.replay(db, 1, newest, 0)
 		if n < 0 || n > len(data)/walHeaderSize {
 			t.Fatalf("replayed %d records of %d bytes (err %v)", n, len(data), err)
 		}

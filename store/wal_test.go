@@ -405,7 +405,7 @@ func TestWALTornTailIsCut(t *testing.T) {
 	}
 	defer db.Close()
 	w := &wal{dir: wdir, sync: fsync}
-	n, err := w.replay(db, 1, true)
+	n, err := w.replay(db, 1, true, 0)
 	if err != nil || n != 1 {
 		t.Fatalf("replayed %d, %v", n, err)
 	}
@@ -872,9 +872,10 @@ func liveCopy(t *testing.T, live string) string {
 	return dir
 }
 
-// TestWALMarkSkipsWhatBadgerHolds: records whose writes Badger holds (its
-// mark says which) are not replayed, so that a damaged one, even the last,
-// loses nothing. Before, the last record was cut as a torn tail and the
+// TestWALMarkSkipsWhatBadgerHolds: when the log ends before records whose
+// writes Badger holds (its mark says which: the last records damaged and
+// cut), the records before are not replayed over Badger's newer values,
+// and nothing is lost. Before, the last record was cut as a torn tail and the
 // ones before it replayed over Badger's newer values: an acknowledged
 // write was undone, its counter handed out again, or the store refused to
 // open ever again (sequence and last event apart).
@@ -923,6 +924,32 @@ func TestWALMarkSkipsWhatBadgerHolds(t *testing.T) {
 			s = openTest(t, testConfig(dir), counter{}) // and again, from what this start left
 			checkHolds(t, s, append(evs, se))
 		})
+	}
+}
+
+// TestWALMarkDamageBeforeTheEnd: damage to records Badger holds, with
+// readable records after it that Badger does not hold, is refused: the
+// records after it are acknowledged writes that replay must not skip.
+func TestWALMarkDamageBeforeTheEnd(t *testing.T) {
+	live := t.TempDir()
+	s := openTest(t, testConfig(live), counter{})
+	submitEach(t, s, 5)
+	dir := t.TempDir()
+	copyFiles(t, live, dir) // Badger holding records 1-5 (its mark), unsynced
+	submitEach(t, s, 5)
+	copyFiles(t, filepath.Join(live, walDirName), filepath.Join(dir, walDirName)) // the log: 1-10
+	s.Close()
+	segs := segmentFiles(t, dir)
+	name := filepath.Join(dir, walDirName, segs[len(segs)-1])
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, zeroHeader(b, 2), 0o600); err != nil { // record 3
+		t.Fatal(err)
+	}
+	if _, err := Open(testConfig(dir)); !errors.Is(err, errWALDamaged) {
+		t.Fatalf("open: %v, want %v", err, errWALDamaged)
 	}
 }
 
