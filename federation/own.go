@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -29,7 +30,14 @@ import (
 type ownHold struct {
 	release  func()    // the store's hold; nil when not held
 	target   uint64    // the seq peers were seen to hold this realm's chain to
+	since    time.Time // when the hold began
 	deadline time.Time // when the hold ends whatever the chain
+	// renumber is set while events taken back still need OwnTaken: the
+	// hold ends only after it succeeded.
+	renumber bool
+	// gaveUp is the target of a hold that timed out: the chain is not held
+	// for it again (an alarm says so), lest writes wait for ever.
+	gaveUp uint64
 }
 
 var (
@@ -40,40 +48,62 @@ var (
 )
 
 // holdOwn holds authoring until this realm's head reaches target, for at
-// most d (extending a hold already in place).
+// most d, and never longer than ownHoldMax from the hold's start.
 func (s *Service) holdOwn(target uint64, d time.Duration, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if target > 0 && target <= s.own.gaveUp {
+		return // given up on: the alarm stands
+	}
+	now := time.Now()
 	if s.own.release == nil {
 		s.own.release = s.st.HoldAuthoring()
+		s.own.since = now
 		s.log.Info("federation: this realm's new events wait", "why", why)
 	}
-	s.own.target = max(s.own.target, target)
-	if dl := time.Now().Add(d); dl.After(s.own.deadline) {
+	if target > s.own.target {
+		s.own.target = target
+		s.own.renumber = true
+	}
+	dl := now.Add(d)
+	if limit := s.own.since.Add(ownHoldMax); dl.After(limit) {
+		dl = limit
+	}
+	if dl.After(s.own.deadline) {
 		s.own.deadline = dl
-		time.AfterFunc(d, s.ownTimedOut)
+		time.AfterFunc(dl.Sub(now), s.ownTimedOut)
 	}
 }
 
-// ownTimedOut ends the hold once its deadline has passed.
+// ownTimedOut ends the hold once its deadline has passed. A chain still
+// behind is an alarm, and is not held for again.
 func (s *Service) ownTimedOut() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.own.release == nil || time.Now().Before(s.own.deadline) {
+		s.mu.Unlock()
 		return
 	}
-	if s.own.target > 0 {
-		s.log.Error("federation: this realm's chain was not brought level with its peers in time; new events are taken again and may fork it",
-			"held_to", s.own.target, "waited", ownHoldMax)
-	}
+	target := s.own.target
+	gaveUp := s.own.gaveUp
 	s.endOwnHoldLocked()
+	if target > 0 {
+		s.own.gaveUp = max(gaveUp, target)
+	} else {
+		s.own.gaveUp = gaveUp
+	}
+	s.mu.Unlock()
+	if target > 0 {
+		s.alarm(OwnChainAlarm{Kind: "ahead", Seq: target, At: time.Now().UTC(),
+			Detail: fmt.Sprintf("peers hold this realm's chain to seq %d, beyond this node's copy, and it could not be taken from them in %v: new events are taken again and may fork the chain", target, ownHoldMax)})
+	}
 }
 
+// endOwnHoldLocked lets authoring go; call with s.mu held.
 func (s *Service) endOwnHoldLocked() {
 	if s.own.release != nil {
 		s.own.release()
 	}
-	s.own = ownHold{}
+	s.own = ownHold{gaveUp: s.own.gaveUp}
 }
 
 // ownTarget is the seq this realm's chain is being brought to, and whether
@@ -84,9 +114,12 @@ func (s *Service) ownTarget() (uint64, bool) {
 	return s.own.target, s.own.release != nil
 }
 
-// levelOwn, after an exchange of heads with p, takes this realm's events
+// levelOwn, after an exchange of heads with p (which holds this realm's
+// chain to theirs, 0 when it does not carry it), takes this realm's events
 // p holds beyond this node's head while authoring is held for them, and
-// ends the hold once the head has reached what peers hold.
+// ends the hold once the head has reached what peers hold and the
+// numbering carries on after them. A hold at start ends at an exchange
+// with a peer that carries this realm and is not ahead of it.
 func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 	target, held := s.ownTarget()
 	if !held {
@@ -108,14 +141,20 @@ func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 		}
 		if got := heads[s.cfg.Realm].Seq; got > mine {
 			s.log.Info("federation: took this realm's own events a peer held beyond this node's copy", "peer", p, "from", mine+1, "to", got)
-			if s.cfg.OwnTaken != nil {
-				if err := s.cfg.OwnTaken(ctx); err != nil {
-					s.log.Error("federation: carrying numbering on after this realm's own events", "err", err)
-					return // held until that is done, or for ownHoldMax
-				}
-			}
 		}
 		mine = heads[s.cfg.Realm].Seq
+	}
+	if mine < target || (target == 0 && (theirs == 0 || theirs > mine)) {
+		return // still behind; or, at start, this exchange did not show the chain level
+	}
+	s.mu.Lock()
+	renumber := s.own.renumber
+	s.mu.Unlock()
+	if renumber && s.cfg.OwnTaken != nil {
+		if err := s.cfg.OwnTaken(ctx); err != nil {
+			s.log.Error("federation: carrying numbering on after this realm's own events", "err", err)
+			return // held until that is done, or for ownHoldMax
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -342,6 +342,12 @@ func seenAll(held, acked map[string]bool) bool {
 
 // quarantine stops taking realm's events and tells the operator.
 func (s *Service) quarantine(realm protocol.Realm, reason string) {
+	if realm == s.cfg.Realm {
+		// This realm's own events, taken back from a peer (own.go), never
+		// make it refuse itself: the operator is told instead.
+		s.alarm(OwnChainAlarm{Kind: "fork", At: time.Now().UTC(), Detail: "this realm's own events from a peer were refused: " + reason})
+		return
+	}
 	s.mu.Lock()
 	_, already := s.quarantined[realm]
 	q := Quarantine{Realm: realm, At: time.Now().UTC(), Reason: reason}
