@@ -252,6 +252,10 @@ type decider struct {
 	foreign uint64
 }
 
+// decideAgain is how soon a reply is decided again when this realm could
+// not write its decision for a passing reason.
+var decideAgain = time.Second
+
 func newDecider(s *Service) *decider {
 	return &decider{s: s, queue: make(chan cid.Cid, 4096), waiters: map[string][]chan struct{}{}, later: map[cid.Cid]bool{}}
 }
@@ -430,6 +434,14 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 		}
 		d.mu.Unlock()
 		s.log.Debug("parley: a reply waits for a record to be decided", "cid", c, "err", err)
+	case errors.Is(err, store.ErrAuthoringHeld), errors.Is(err, store.ErrDiskFull):
+		// This realm may not write now (its chain is being brought level,
+		// its disk is full): decided again in a moment.
+		d.mu.Lock()
+		d.later[c] = true
+		d.mu.Unlock()
+		time.AfterFunc(decideAgain, d.retryLater)
+		s.log.Debug("parley: a reply is decided again shortly", "cid", c, "err", err)
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("parley: deciding a reply from another realm", "cid", c, "err", err)
 	}
