@@ -55,6 +55,9 @@ type Config struct {
 	// It is named when the realm is created ("" there: operator); later
 	// it may only repeat that name ("" takes the realm's).
 	HumanName string
+	// MinFreeBytes is the free disk space under which the store refuses
+	// writes: 0 means the store's default (64 MiB), negative none.
+	MinFreeBytes int64
 	// NewOperatorSecret gives the operator credential a new secret at
 	// start, written to DATA/operator.token (the old secret stops
 	// working): the way back when that file was lost.
@@ -205,6 +208,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	scfg.Logger = cfg.Logger
 	scfg.Realm = name
 	scfg.Key = id.Signing
+	scfg.MinFreeBytes = cfg.MinFreeBytes
 	if cfg.Clock != nil {
 		scfg.Now = cfg.Clock
 	}

@@ -217,7 +217,9 @@ func Open(cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.c = newCommitter(s)
-	s.checkDisk()
+	// The disk is first read diskPoll after Open, not now: a node whose
+	// disk is nearly full still starts (its start-up writes are few) and
+	// serves reads, refusing writes from then on.
 	go s.writeLoop()
 	go s.commitLoop()
 	go s.unparkLoop()

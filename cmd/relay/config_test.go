@@ -15,6 +15,7 @@ import (
 	"relay/federation"
 	"relay/realm"
 	"relay/realm/corpus"
+	"relay/store"
 )
 
 const testPeer = "/ip4/192.0.2.7/tcp/4001/p2p/12D3KooWGdHCXUa9WDFtg5aJRkm1vUiSgkxwxK7za5D3XtzNswxy"
@@ -153,6 +154,27 @@ func TestServeMaxClockAhead(t *testing.T) {
 	t.Setenv("RELAY_MAX_CLOCK_AHEAD", "90s")
 	if cfg, err = serveConfigOf(t); err != nil || cfg.MaxClockAhead != 90*time.Second {
 		t.Errorf("environment: %v, %v", cfg.MaxClockAhead, err)
+	}
+}
+
+// TestServeMinFreeDisk: --min-free-disk is in MiB, 0 turns the check off,
+// and the default is the store's.
+func TestServeMinFreeDisk(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want int64
+	}{
+		{nil, store.DefaultMinFreeBytes},
+		{[]string{"--min-free-disk", "256"}, 256 << 20},
+		{[]string{"--min-free-disk", "0"}, -1},
+	} {
+		cfg, err := serveConfigOf(t, c.args...)
+		if err != nil || cfg.MinFreeBytes != c.want {
+			t.Errorf("%v: %d, %v; want %d", c.args, cfg.MinFreeBytes, err, c.want)
+		}
+	}
+	if _, err := serveConfigOf(t, "--min-free-disk", "-1"); err == nil || !strings.Contains(err.Error(), "--min-free-disk") {
+		t.Errorf("a negative floor: %v", err)
 	}
 }
 

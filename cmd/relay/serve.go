@@ -19,6 +19,7 @@ import (
 	"relay/federation"
 	"relay/realm"
 	"relay/realm/corpus"
+	"relay/store"
 )
 
 // serveFlags are the flags of `relay serve` that a config file may set too,
@@ -40,6 +41,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "rate-limit", Value: def.RateLimit, Usage: "requests per minute per credential (and per address without one); 0 turns it off", EnvVars: []string{"RELAY_RATE_LIMIT"}}),
 		altsrc.NewIntFlag(&cli.IntFlag{Name: "search-cache", Value: corpus.DefaultMessageCacheBytes >> 20, Usage: "MiB of decoded messages corpus search keeps in memory; 0 keeps none", EnvVars: []string{"RELAY_SEARCH_CACHE"}}),
+		altsrc.NewIntFlag(&cli.IntFlag{Name: "min-free-disk", Value: store.DefaultMinFreeBytes >> 20, Usage: "MiB of free disk under which the store refuses writes (it takes them again at twice that); 0 turns the check off", EnvVars: []string{"RELAY_MIN_FREE_DISK"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "in-memory", Usage: "keep the store in memory (nothing survives; for demos); needs a data directory that holds no realm yet", EnvVars: []string{"RELAY_IN_MEMORY"}}),
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "trust-forwarded-proto", Usage: "take X-Forwarded-Proto: https from a reverse proxy as TLS (console cookies become Secure); only behind a proxy that sets it", EnvVars: []string{"RELAY_TRUST_FORWARDED_PROTO"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "session-ttl", Value: def.Sessions.TTL, Usage: "how long an idle console session lives", EnvVars: []string{"RELAY_SESSION_TTL"}}),
@@ -87,6 +89,14 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	cfg.OpenFederation = c.Bool("open-federation")
 	cfg.SyncInterval = c.Duration("sync-interval")
 	cfg.MaxClockAhead = c.Duration("max-clock-ahead")
+	switch mb := c.Int("min-free-disk"); {
+	case mb < 0 || int64(mb) > math.MaxInt64>>20:
+		return cfg, fmt.Errorf("--min-free-disk: want 0 (off) or more MiB, have %d", mb)
+	case mb == 0:
+		cfg.MinFreeBytes = -1
+	default:
+		cfg.MinFreeBytes = int64(mb) << 20
+	}
 	cfg.HumanName = c.String("human")
 	cfg.NewOperatorSecret = c.Bool("new-operator-secret")
 	cfg.AllowedHosts = c.StringSlice("allowed-host")
