@@ -290,6 +290,13 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	n.stopBg = stop
 	go n.parley.Run(bg)
 	n.sessions = session.New(st, cfg.Sessions)
+	if n.OperatorTokenFile != "" && cfg.NewOperatorSecret {
+		// A secret replaced because it leaked: the console sessions
+		// opened with it end too.
+		if err := n.sessions.EndAll(context.Background()); err != nil {
+			n.log.Error("ending the console sessions after a new operator secret", "err", err)
+		}
+	}
 	n.reg = api.NewRegistry()
 	n.registerCore()
 	n.registerFederation()

@@ -248,8 +248,17 @@ func TestNewOperatorSecret(t *testing.T) {
 	}
 	n.Close()
 
+	n = open(false)
+	cookie, _, err := n.sessions.Create(context.Background(), "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
 	n = open(true)
 	defer n.Close()
+	if n.sessions.Live(cookie) {
+		t.Fatal("a console session opened before the new secret is still open")
+	}
 	renewed := read()
 	if fi, err := os.Stat(file); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("the new file: %v, %v", fi, err)
