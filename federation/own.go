@@ -84,18 +84,19 @@ func (s *Service) ownTimedOut() {
 		return
 	}
 	target := s.own.target
-	gaveUp := s.own.gaveUp
-	s.endOwnHoldLocked()
-	if target > 0 {
-		s.own.gaveUp = max(gaveUp, target)
-	} else {
-		s.own.gaveUp = gaveUp
-	}
 	s.mu.Unlock()
-	if target > 0 {
+	if target > 0 { // told before writes are taken again
 		s.alarm(OwnChainAlarm{Kind: "ahead", Seq: target, At: time.Now().UTC(),
 			Detail: fmt.Sprintf("peers hold this realm's chain to seq %d, beyond this node's copy, and it could not be taken from them in %v: new events are taken again and may fork the chain", target, ownHoldMax)})
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own.release == nil || time.Now().Before(s.own.deadline) {
+		return // ended, or held anew, meanwhile
+	}
+	gaveUp := max(s.own.gaveUp, s.own.target)
+	s.endOwnHoldLocked()
+	s.own.gaveUp = gaveUp
 }
 
 // endOwnHoldLocked lets authoring go; call with s.mu held.
