@@ -357,9 +357,6 @@ func (s *Store) queue(ctx context.Context, o *op) error {
 	if err := s.failure(); err != nil {
 		return err
 	}
-	if s.diskLow.Load() {
-		return ErrDiskFull
-	}
 	select {
 	case s.ops <- o:
 		return nil
@@ -652,6 +649,11 @@ func (s *Store) runOp(o *op, tx *Tx) (ev *StoredEvent, err error) {
 		}
 	}()
 	ev, err = o.run(tx)
+	if err == nil && len(tx.order) > 0 && s.diskLow.Load() {
+		// Refused only now, so that an op that writes nothing (a retry
+		// answered from what is stored) still gets its answer.
+		err = ErrDiskFull
+	}
 	if k := (keepWrites{}); err == nil || errors.As(err, &k) {
 		if ferr := tx.end(true); ferr != nil {
 			return nil, ferr

@@ -13,10 +13,11 @@ import (
 // write(2) would have returned ENOSPC. The store's own log fails cleanly,
 // but Badger may fault first. So the store watches the free space of its
 // disk and refuses writes (ErrDiskFull) while less than MinFreeBytes are
-// free, taking them again once twice that is: the node keeps serving reads
-// and says why, and nothing it acknowledged is at risk. It narrows the
-// window rather than close it: a compaction that needs more than the
-// margin can still meet a full disk.
+// free beyond what flushing its memtables will write, taking them again
+// once MinFreeBytes more is: the node keeps serving reads and says why, and
+// nothing it acknowledged is at risk. It narrows the window rather than
+// closes it: a compaction that needs more than the margin, or a burst
+// within one reading of the free space, can still meet a full disk.
 
 // ErrDiskFull is returned by every write while the disk holding the store
 // has less than Config.MinFreeBytes free.
@@ -25,9 +26,13 @@ var ErrDiskFull = errors.New("store: the disk holding the store is nearly full")
 // DefaultMinFreeBytes is the free space under which writes are refused.
 const DefaultMinFreeBytes = 64 << 20
 
-// readFree reads the free space of the disk holding a directory; tests
-// replace it.
-var readFree = freeBytes
+// readFree reads the free space of the disk holding a directory, and
+// readMemtables the space Badger's memtable logs there take; tests replace
+// them.
+var (
+	readFree      = freeBytes
+	readMemtables = memtableBytes
+)
 
 // diskPoll is how often the free space is read.
 var diskPoll = 500 * time.Millisecond
@@ -51,12 +56,16 @@ func (s *Store) checkDisk() {
 	if floor == 0 || !ok {
 		return
 	}
+	// Flushing a memtable writes a table about as large as its log: the
+	// disk must keep room for that beyond the floor, or the flush itself
+	// meets the full disk.
+	need := floor + readMemtables(s.cfg.Dir)
 	s.diskFree.Store(free)
 	switch low := s.diskLow.Load(); {
-	case !low && free < floor:
+	case !low && free < need:
 		s.diskLow.Store(true)
-		s.log.Error("store: the disk is nearly full; writes are refused until space is freed", "dir", s.cfg.Dir, "free_bytes", free, "floor_bytes", floor)
-	case low && free >= 2*floor:
+		s.log.Error("store: the disk is nearly full; writes are refused until space is freed", "dir", s.cfg.Dir, "free_bytes", free, "needed_bytes", need)
+	case low && free >= need+floor:
 		s.diskLow.Store(false)
 		s.log.Info("store: the disk has room again; writes are taken", "dir", s.cfg.Dir, "free_bytes", free)
 	}

@@ -17,6 +17,8 @@ func TestDiskFull(t *testing.T) {
 	free.Store(1 << 30)
 	defer func(f func(string) (int64, bool)) { readFree = f }(readFree)
 	readFree = func(string) (int64, bool) { return free.Load(), true }
+	defer func(f func(string) int64) { readMemtables = f }(readMemtables)
+	readMemtables = func(string) int64 { return 0 }
 	cfg := testConfig(t.TempDir())
 	cfg.MinFreeBytes = 10 << 20
 	s := openTest(t, cfg, counter{})
@@ -48,6 +50,26 @@ func TestDiskFull(t *testing.T) {
 		if _, err := s.Heads(); err != nil {
 			t.Fatalf("a read while the disk is low: %v", err)
 		}
+	}
+	// An op that writes nothing (a retry answered from what is stored) is
+	// answered while writes are refused.
+	free.Store(1 << 20)
+	s.checkDisk()
+	if _, err := s.Submit(ctx, func(tx *Tx) (*protocol.Draft, error) { _, _ = tx.Get([]byte("l/none")); return nil, nil }); err != nil {
+		t.Fatalf("an op writing nothing while the disk is low: %v", err)
+	}
+	if _, err := s.Submit(ctx, func(tx *Tx) (*protocol.Draft, error) { return nil, tx.Set([]byte("l/x"), []byte("1")) }); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("a local write while the disk is low: %v", err)
+	}
+	if h, _ := s.Heads(); h[s.cfg.Realm].Seq != 3 {
+		t.Fatalf("head %d, want 3 events taken", h[s.cfg.Realm].Seq)
+	}
+	// The memtables' logs count against the free space: their flush needs it.
+	free.Store(25 << 20)
+	readMemtables = func(string) int64 { return 20 << 20 }
+	s.checkDisk()
+	if low, _ := s.DiskLow(); !low {
+		t.Fatal("25 MiB free with 20 MiB of memtables to flush and a 10 MiB floor: not low")
 	}
 	if h, _ := s.Heads(); h[s.cfg.Realm].Seq != 3 {
 		t.Fatalf("head %d, want 3 events taken", h[s.cfg.Realm].Seq)

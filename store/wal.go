@@ -538,6 +538,11 @@ func (w *wal) prepare() {
 	if w.preparing || w.prepareFailed || w.spareFits() {
 		return
 	}
+	if free, ok := readFree(w.dir); ok && free < 2*w.segSize+DefaultMinFreeBytes {
+		// A spare would take the space the next appends need: the next
+		// segment starts empty instead (spareFits false).
+		return
+	}
 	w.preparing, w.spareReady = true, false
 	size := w.segSize
 	w.prepared.Go(func() {
