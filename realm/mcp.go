@@ -451,6 +451,22 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 			return
 		}
 	}
+	if batch {
+		// The SDK answers nothing at all for a batch holding a request
+		// whose params it cannot take, not even its other requests.
+		var msgs []map[string]json.RawMessage
+		if json.Unmarshal(body, &msgs) == nil {
+			for i, m := range msgs {
+				var name string
+				if raw, ok := m["method"]; ok && m["id"] != nil && json.Unmarshal(raw, &name) == nil {
+					if why := paramsProblem(name, m["params"]); why != "" {
+						writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: message %d of the batch: invalid params: %s", i+1, why))
+						return
+					}
+				}
+			}
+		}
+	}
 	rec := &rpcRecorder{ResponseWriter: w}
 	h.ServeHTTP(rec, r)
 	if !rec.held {

@@ -503,6 +503,30 @@ func TestMCPBatchCounts(t *testing.T) {
 	}
 }
 
+// TestMCPBatchParams: a batch holding a request whose params cannot be
+// taken is refused whole, with a JSON-RPC error: the SDK answered an empty
+// 200, losing the answers to the batch's other requests too.
+func TestMCPBatchParams(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "write")
+	batch := `[{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"corpus://a\u0001"}},{"jsonrpc":"2.0","id":9,"method":"ping"}]`
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(batch))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-03-26")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.StatusCode != 400 || field(out, "error", "code") != float64(-32600) || !strings.Contains(fmt.Sprint(field(out, "error", "message")), "message 1") {
+		t.Fatalf("%d %v", resp.StatusCode, out)
+	}
+}
+
 // TestHTTPArgsText: a query parameter, path segment or header that is not
 // UTF-8 is refused rather than marshalled into U+FFFD (two Operation-Tokens
 // would become one); an empty key in the query is no key.
