@@ -375,6 +375,15 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 				if errors.Is(err, store.ErrDependency) || errors.Is(err, errAhead) {
 					continue // it waits on another realm, or for its time: go on with the others
 				}
+				if errors.Is(err, protocol.ErrChainBroken) {
+					// The peer's chain does not extend ours: if the peer's
+					// event at our head's seq is signed by the realm and
+					// differs from ours, the realm forked (a longer branch
+					// than ours, which compare would never see).
+					if heads, herr := s.st.Heads(); herr == nil && heads[realm].Seq > 0 {
+						s.compare(ctx, p.id, realm, key, protocol.Head{Seq: heads[realm].Seq})
+					}
+				}
 				return err
 			}
 		case h.Seq > 0 && h.Seq <= m.Seq:

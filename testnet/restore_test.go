@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +76,71 @@ func TestOlderCopyTakesItsOwnEvents(t *testing.T) {
 	}
 	if h, _ := home.Node.Store().Heads(); h[protocol.Realm(home.Name)].Seq == 0 {
 		t.Fatal("no head")
+	}
+}
+
+// TestLongerForkIsSeen: a realm that forked its chain with a branch longer
+// than what a peer holds of it (a node started on an older copy while its
+// peers were out of reach, writing on) is found out by that peer: the
+// peer's catch-up fails at a link, and the peer then compares the realm's
+// event at its own head's seq, finds the equivocation and quarantines the
+// realm. Before, the peer only counted catch-up refusals, for ever.
+func TestLongerForkIsSeen(t *testing.T) {
+	net, err := Start(Config{Realms: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	home := net.Realms[1]
+	openThreads(t, home, 2)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	backup := t.TempDir() + "/copy"
+	if err := os.CopyFS(backup, os.DirFS(home.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	openThreads(t, home, 1) // the peer holds it
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	net.Cut(0, 1)
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(home.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(home.Dir, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	net.Cut(0, 1)
+	openThreads(t, home, 3) // a branch longer than the peer's copy, after the start hold
+	net.Heal(0, 1)
+	peer := net.Realms[0]
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		realms, err := peer.Node.Federation().Realms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range realms {
+			if rs.Realm == home.Name && strings.Contains(rs.Quarantined, "equivocation") {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not find %s's fork out: %+v", peer.Name, home.Name, realms)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
