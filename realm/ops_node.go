@@ -56,8 +56,11 @@ func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOu
 		for _, a := range f.OwnChainAlarms() {
 			alarms = append(alarms, "this realm's key signs elsewhere ("+a.Kind+"): "+a.Detail)
 		}
-		if held, to := f.OwnHeld(); held && to > 0 {
+		switch held, to := f.OwnHeld(); {
+		case held && to > 0:
 			alarms = append(alarms, fmt.Sprintf("a peer holds this realm's chain to seq %d, beyond this node's copy: new events wait until it is taken", to))
+		case held:
+			alarms = append(alarms, "new events wait for a first exchange of heads with a peer that carries this realm (at most 5 s after the start)")
 		}
 	}
 	if low, free := n.store.DiskLow(); low {
