@@ -192,6 +192,9 @@ func importCommand() *cli.Command {
 				fmt.Fprintf(c.App.ErrWriter, "realm directory: %s pinned as the file's node had them\n", plural(res.Pinned, "realm key"))
 			}
 			fmt.Fprintf(c.App.ErrWriter, "operator secret written to %s; issue agent tokens again (local state is not exported)\n", res.OperatorTokenFile)
+			if res.Pinned > 0 {
+				fmt.Fprintf(c.App.ErrWriter, "start it with --peer for its peers (not exported either): it takes back from them the events it signed after this export before it writes any\n")
+			}
 			return nil
 		},
 	}
