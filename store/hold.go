@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,6 +26,7 @@ type authorHold struct {
 	mu   sync.Mutex
 	n    int
 	open chan struct{}
+	held atomic.Bool // n > 0, read without mu on the committer's path
 }
 
 // HoldAuthoring stops this realm's events from being appended until every
@@ -39,6 +41,7 @@ func (s *Store) HoldAuthoring() (release func()) {
 	h.mu.Lock()
 	if h.n == 0 {
 		h.open = make(chan struct{})
+		h.held.Store(true)
 	}
 	h.n++
 	h.mu.Unlock()
@@ -48,6 +51,7 @@ func (s *Store) HoldAuthoring() (release func()) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
 			if h.n--; h.n == 0 {
+				h.held.Store(false)
 				close(h.open)
 				h.open = nil
 			}
@@ -58,6 +62,9 @@ func (s *Store) HoldAuthoring() (release func()) {
 // authoringHeld returns the channel closed when the hold on authoring ends,
 // or nil when it is not held.
 func (s *Store) authoringHeld() <-chan struct{} {
+	if !s.hold.held.Load() {
+		return nil
+	}
 	s.hold.mu.Lock()
 	defer s.hold.mu.Unlock()
 	return s.hold.open
