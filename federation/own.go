@@ -85,7 +85,8 @@ func (s *Service) ownTimedOut() {
 	}
 	target := s.own.target
 	s.mu.Unlock()
-	if target > 0 { // told before writes are taken again
+	s.renumberOwn(context.Background()) // a last try: writes are taken again next
+	if target > 0 {                     // told before writes are taken again
 		s.alarm(OwnChainAlarm{Kind: "ahead", Seq: target, At: time.Now().UTC(),
 			Detail: fmt.Sprintf("peers hold this realm's chain to seq %d, beyond this node's copy, and it could not be taken from them in %v: new events are taken again and may fork the chain", target, ownHoldMax)})
 	}
@@ -142,26 +143,45 @@ func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 		}
 		if got := heads[s.cfg.Realm].Seq; got > mine {
 			s.log.Info("federation: took this realm's own events a peer held beyond this node's copy", "peer", p, "from", mine+1, "to", got)
+			s.mu.Lock()
+			s.own.renumber = s.own.release != nil
+			s.mu.Unlock()
 		}
 		mine = heads[s.cfg.Realm].Seq
+	}
+	// Numbering carries on after every event taken back, whether or not
+	// the chain is level yet: writes may be taken again before it is (the
+	// hold timed out).
+	if !s.renumberOwn(ctx) {
+		return // held until that is done, or for ownHoldMax
 	}
 	if mine < target || (target == 0 && (theirs == 0 || theirs > mine)) {
 		return // still behind; or, at start, this exchange did not show the chain level
 	}
 	s.mu.Lock()
-	renumber := s.own.renumber
-	s.mu.Unlock()
-	if renumber && s.cfg.OwnTaken != nil {
-		if err := s.cfg.OwnTaken(ctx); err != nil {
-			s.log.Error("federation: carrying numbering on after this realm's own events", "err", err)
-			return // held until that is done, or for ownHoldMax
-		}
-	}
-	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.own.release != nil && mine >= s.own.target {
+	if s.own.release != nil && !s.own.renumber && mine >= s.own.target {
 		s.endOwnHoldLocked()
 	}
+}
+
+// renumberOwn runs OwnTaken when events were taken back since it last did,
+// and reports whether the numbering is carried on.
+func (s *Service) renumberOwn(ctx context.Context) bool {
+	s.mu.Lock()
+	renumber := s.own.renumber
+	s.mu.Unlock()
+	if !renumber || s.cfg.OwnTaken == nil {
+		return true
+	}
+	if err := s.cfg.OwnTaken(ctx); err != nil {
+		s.log.Error("federation: carrying numbering on after this realm's own events", "err", err)
+		return false
+	}
+	s.mu.Lock()
+	s.own.renumber = false
+	s.mu.Unlock()
+	return true
 }
 
 // OwnHeld reports whether this realm's new events wait for its chain to be

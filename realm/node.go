@@ -294,7 +294,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		// A secret replaced because it leaked: the console sessions
 		// opened with it end too.
 		if err := n.sessions.EndAll(context.Background()); err != nil {
-			n.log.Error("ending the console sessions after a new operator secret", "err", err)
+			// The old secret may have leaked: its sessions must not live on.
+			n.closeFederation()
+			st.Close()
+			return nil, fmt.Errorf("ending the console sessions opened with the old operator secret: %w", err)
 		}
 	}
 	n.reg = api.NewRegistry()

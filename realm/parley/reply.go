@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ipfs/go-cid"
@@ -246,6 +247,8 @@ type decider struct {
 	// not held here yet (a claim the reply refutes); they are decided again
 	// when other realms' events arrive.
 	later map[cid.Cid]bool
+	// retryArmed is set while a timer is to retry later (decideAgain).
+	retryArmed atomic.Bool
 	// foreign counts the commits that brought other realms' events (under
 	// mu): a reply that failed for a missing record is queued again at
 	// once when one came while it was being decided.
@@ -440,7 +443,12 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 		d.mu.Lock()
 		d.later[c] = true
 		d.mu.Unlock()
-		time.AfterFunc(decideAgain, d.retryLater)
+		if d.retryArmed.CompareAndSwap(false, true) { // one timer for all of them
+			time.AfterFunc(decideAgain, func() {
+				d.retryArmed.Store(false)
+				d.retryLater()
+			})
+		}
 		s.log.Debug("parley: a reply is decided again shortly", "cid", c, "err", err)
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("parley: deciding a reply from another realm", "cid", c, "err", err)
