@@ -64,12 +64,16 @@ func TestOwnHold(t *testing.T) {
 	defer func(d time.Duration) { ownHoldMax = d }(ownHoldMax)
 	ownHoldMax = 30 * time.Millisecond
 	s.holdOwn(9, time.Hour, "behind, for good") // never reached
+	before := renumbered
 	deadline := time.Now().Add(5 * time.Second)
 	for held() && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	if held() {
 		t.Fatal("a hold outlived ownHoldMax")
+	}
+	if renumbered != before+1 {
+		t.Fatalf("a hold given up on renumbered %d times before writes went on, want once", renumbered-before)
 	}
 	if a := s.OwnChainAlarms(); len(a) != 1 || a[0].Kind != "ahead" || a[0].Seq != 9 {
 		t.Fatalf("alarms %+v", a)
