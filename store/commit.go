@@ -331,6 +331,9 @@ func (s *Store) QueueDecodedChain(ctx context.Context, run []Checked, verify fun
 
 // exclusive runs fn on the committer with no batch open.
 func (s *Store) exclusive(ctx context.Context, fn func() error) error {
+	if s.diskLow.Load() {
+		return ErrDiskFull // exclusive ops (a rebuild's steps) write, and much
+	}
 	_, err := s.do(ctx, &op{exclusive: fn})
 	return err
 }

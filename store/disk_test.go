@@ -61,6 +61,9 @@ func TestDiskFull(t *testing.T) {
 	if _, err := s.Submit(ctx, func(tx *Tx) (*protocol.Draft, error) { return nil, tx.Set([]byte("l/x"), []byte("1")) }); !errors.Is(err, ErrDiskFull) {
 		t.Fatalf("a local write while the disk is low: %v", err)
 	}
+	if err := s.exclusive(ctx, func() error { return nil }); !errors.Is(err, ErrDiskFull) {
+		t.Fatalf("an exclusive op (a rebuild's step) while the disk is low: %v", err)
+	}
 	if h, _ := s.Heads(); h[s.cfg.Realm].Seq != 3 {
 		t.Fatalf("head %d, want 3 events taken", h[s.cfg.Realm].Seq)
 	}
