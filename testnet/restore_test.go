@@ -16,42 +16,7 @@ import (
 // realm and the write was lost there. A write sent right after the start
 // waits and then lands after them.
 func TestOlderCopyTakesItsOwnEvents(t *testing.T) {
-	net, err := Start(Config{Realms: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	home := net.Realms[1]
-	openThreads(t, home, 2)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	backup := t.TempDir() + "/copy"
-	if err := os.CopyFS(backup, os.DirFS(home.Dir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := net.Restart(1); err != nil {
-		t.Fatal(err)
-	}
-	openThreads(t, home, 3) // after the copy
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(home.Dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(home.Dir, os.DirFS(backup)); err != nil {
-		t.Fatal(err)
-	}
-	if err := net.Restart(1); err != nil {
-		t.Fatal(err)
-	}
+	net, home := olderCopy(t, 3, false)
 	openThreads(t, home, 1) // at once: it waits for the chain, then lands
 	if err := net.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
@@ -86,44 +51,7 @@ func TestOlderCopyTakesItsOwnEvents(t *testing.T) {
 // event at its own head's seq, finds the equivocation and quarantines the
 // realm. Before, the peer only counted catch-up refusals, for ever.
 func TestLongerForkIsSeen(t *testing.T) {
-	net, err := Start(Config{Realms: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	home := net.Realms[1]
-	openThreads(t, home, 2)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	backup := t.TempDir() + "/copy"
-	if err := os.CopyFS(backup, os.DirFS(home.Dir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := net.Restart(1); err != nil {
-		t.Fatal(err)
-	}
-	openThreads(t, home, 1) // the peer holds it
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	net.Cut(0, 1)
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(home.Dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.CopyFS(home.Dir, os.DirFS(backup)); err != nil {
-		t.Fatal(err)
-	}
-	if err := net.Restart(1); err != nil {
-		t.Fatal(err)
-	}
-	net.Cut(0, 1)
+	net, home := olderCopy(t, 1, true)
 	openThreads(t, home, 3) // a branch longer than the peer's copy, after the start hold
 	net.Heal(0, 1)
 	peer := net.Realms[0]
@@ -143,4 +71,55 @@ func TestLongerForkIsSeen(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// olderCopy runs two realms, r2 opening 2 threads, then `after` more once a
+// copy of its data directory was taken, and starts r2 again on that copy.
+// cut keeps the two apart from before that start (until the caller heals
+// them). It returns the net (closed when the test ends) and r2.
+func olderCopy(t *testing.T, after int, cut bool) (*Net, *Realm) {
+	t.Helper()
+	net, err := Start(Config{Realms: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	home := net.Realms[1]
+	openThreads(t, home, 2)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	backup := t.TempDir() + "/copy"
+	if err := os.CopyFS(backup, os.DirFS(home.Dir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	openThreads(t, home, after) // after the copy: the peer holds them
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if cut {
+		net.Cut(0, 1)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(home.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(home.Dir, os.DirFS(backup)); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	if cut {
+		net.Cut(0, 1) // the new node's side too
+	}
+	return net, home
 }
