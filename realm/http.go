@@ -339,12 +339,14 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 		return protocol.Refuse(protocol.ReasonUnavailable)
 	}
 	if errors.Is(err, store.ErrDiskFull) {
-		ref := protocol.Refusef(protocol.ReasonUnavailable, "The node's disk is nearly full: writes are refused until the operator frees space; reads still work.")
+		ref := protocol.Refusef(protocol.ReasonUnavailable, "The node's disk is nearly full: writes are refused until the operator frees space; reads still work.").
+			With("retry_after_seconds", 60)
 		ref.HowTo = "Retry later; reads still work."
 		return ref
 	}
 	if errors.Is(err, store.ErrAuthoringHeld) {
-		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
+		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.").
+			With("retry_after_seconds", 5)
 	}
 	if errors.Is(err, store.ErrFailed) {
 		// Once a minute at most: every write is refused the same way
@@ -413,7 +415,7 @@ func refusalHeaders(w http.ResponseWriter, ref *protocol.Refusal) {
 		if w.Header().Get("WWW-Authenticate") == "" {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="relay"`)
 		}
-	case protocol.ReasonRateLimited:
+	case protocol.ReasonRateLimited, protocol.ReasonUnavailable:
 		if secs, ok := ref.Details["retry_after_seconds"].(int); ok {
 			w.Header().Set("Retry-After", strconv.Itoa(secs))
 		}

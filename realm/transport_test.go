@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"relay/store"
 )
 
 // rawMCP posts one JSON-RPC message to /api/v1/mcp.
@@ -546,5 +549,37 @@ func TestHTTPArgsText(t *testing.T) {
 	header := http.Header{"Authorization": {"Bearer " + ag.id}, "Content-Type": {"application/json"}, "Operation-Token": {"a\xff"}}
 	if st, b, _ := tn.sendBody(t, "POST", "/"+ag.endpoint+"/createConversation", header, `{"subject":"s","content":"x"}`); st != 400 {
 		t.Fatalf("an Operation-Token that is not UTF-8: %d %s", st, b)
+	}
+}
+
+// TestHeldWritesAre503: a write that must wait for this realm's chain to be
+// brought level, longer than writes wait, is refused as unavailable with a
+// Retry-After, over HTTP and over MCP alike; a read goes on.
+func TestHeldWritesAre503(t *testing.T) {
+	defer func(d time.Duration) { store.AuthorHoldWait = d }(store.AuthorHoldWait)
+	store.AuthorHoldWait = 20 * time.Millisecond
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	release := tn.store.HoldAuthoring()
+	defer release()
+	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/boards/lobby/threads", strings.NewReader(`{"kind":"ask","body":"held?"}`))
+	req.Header.Set("Authorization", "Bearer "+a)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || out["reason"] != "unavailable" || resp.Header.Get("Retry-After") != "5" {
+		t.Fatalf("held write over HTTP: %d %v %v", resp.StatusCode, resp.Header, out)
+	}
+	_, res := rawMCP(t, tn.srv.URL, a, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_boards_id_threads","arguments":{"id":"lobby","kind":"ask","body":"held?"}}}`))
+	if field(res, "result", "structuredContent", "reason") != "unavailable" {
+		t.Fatalf("held write over MCP: %v", res)
+	}
+	if st, _ := tn.do(t, "GET", "/api/v1/threads", a, nil); st != 200 {
+		t.Fatalf("a read while writes are held: %d", st)
 	}
 }
