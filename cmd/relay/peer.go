@@ -45,7 +45,11 @@ func peerCommand() *cli.Command {
 					if err != nil || c.Bool("json") {
 						return writeRaw(c, raw, err)
 					}
-					fmt.Fprintf(c.App.Writer, "added peer %s (%s); `relay peer list` shows when it connects\n", out.Peer.PeerID, out.Peer.State)
+					if out.Peer.State == "connected" {
+						fmt.Fprintf(c.App.Writer, "added peer %s (connected)\n", out.Peer.PeerID)
+					} else {
+						fmt.Fprintf(c.App.Writer, "added peer %s (%s); `relay peer list` shows when it connects\n", out.Peer.PeerID, out.Peer.State)
+					}
 					return nil
 				},
 			},
