@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -261,7 +262,11 @@ const briefConnection = 5 * time.Second
 // backOff notes a failed connection to p and when to dial it again (0.5 s
 // doubling to 30 s, with jitter). The caller holds s.mu.
 func (s *Service) backOff(p *peerState, why string) {
-	p.lastErr = why
+	// libp2p answers a dial soon after a failed one with "dial backoff",
+	// which says nothing of why: the reason before it is kept.
+	if !strings.Contains(why, "dial backoff") || p.lastErr == "" {
+		p.lastErr = why
+	}
 	switch {
 	case p.backoff == 0:
 		p.backoff = 500 * time.Millisecond
