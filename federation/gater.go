@@ -20,6 +20,9 @@ type gater struct {
 	allowed map[peer.ID]bool
 	denied  map[peer.ID]bool // blocked realms' keys
 	cut     map[peer.ID]bool
+	// strangers is told of an inbound connection refused because the
+	// operator did not name its peer (not a block or a cut): set once.
+	strangers func(peer.ID, ma.Multiaddr)
 }
 
 var _ connmgr.ConnectionGater = (*gater)(nil)
@@ -50,7 +53,16 @@ func (g *gater) set(m map[peer.ID]bool, p peer.ID, on bool) {
 func (g *gater) InterceptPeerDial(p peer.ID) bool                 { return g.admits(p) }
 func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return g.admits(p) }
 func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool      { return true }
-func (g *gater) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {
-	return g.admits(p)
+func (g *gater) InterceptSecured(dir network.Direction, p peer.ID, addrs network.ConnMultiaddrs) bool {
+	if g.admits(p) {
+		return true
+	}
+	g.mu.RLock()
+	stranger := !g.cut[p] && !g.denied[p]
+	g.mu.RUnlock()
+	if stranger && dir == network.DirInbound && g.strangers != nil {
+		g.strangers(p, addrs.RemoteMultiaddr())
+	}
+	return false
 }
 func (g *gater) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }

@@ -144,6 +144,31 @@ func (s *Service) addPeer(ai peer.AddrInfo, source string, at time.Time) *peerSt
 	return p
 }
 
+// strangerRefused tells the operator of a connection refused because its
+// peer was not named (relay peer add, --peer, or --open-federation admit
+// it): counted every time, logged once per peer every strangerLogEvery.
+func (s *Service) strangerRefused(p peer.ID, from ma.Multiaddr) {
+	s.stats.refused("unnamed_peer")
+	now := time.Now()
+	s.mu.Lock()
+	last, seen := s.strangers[p]
+	if !seen && len(s.strangers) >= maxStrangersLogged {
+		clear(s.strangers) // a crowd of strangers: logged again, at worst
+	}
+	if seen && now.Sub(last) < strangerLogEvery {
+		s.mu.Unlock()
+		return
+	}
+	s.strangers[p] = now
+	s.mu.Unlock()
+	s.log.Info("federation: refused a connection from a peer no operator named; relay peer add or --peer admits it, --open-federation admits any", "peer", p, "from", fmt.Sprint(from))
+}
+
+const (
+	strangerLogEvery   = 10 * time.Minute
+	maxStrangersLogged = 1024
+)
+
 // maxPeerAddrs bounds the addresses kept for a peer the operator adds.
 const maxPeerAddrs = 8
 

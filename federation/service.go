@@ -94,6 +94,7 @@ type Service struct {
 	// ownAlarms is what showed this realm's key signing elsewhere.
 	ownAlarms []OwnChainAlarm
 	own       ownHold                                // authoring held while this realm's chain is behind a peer's (own.go)
+	strangers map[peer.ID]time.Time                  // when a refused stranger was last logged (strangerRefused)
 	pending   map[protocol.Realm]map[uint64]gossiped // gossiped events beyond the held head, verified
 	waiting   map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
 	lanes     map[protocol.Realm]*lane
@@ -137,9 +138,11 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, st: st, dir: dir, stats: newStats(),
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
 		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{}, acked: map[protocol.Realm]map[string]bool{},
-		pending: map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{}, aheadOf: map[protocol.Realm]aheadWait{},
+		strangers: map[peer.ID]time.Time{},
+		pending:   map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{}, aheadOf: map[protocol.Realm]aheadWait{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
+	s.gater.strangers = s.strangerRefused
 	s.bw = metrics.NewBandwidthCounter()
 	if err := s.loadState(); err != nil {
 		return nil, err

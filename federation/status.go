@@ -33,7 +33,7 @@ type stats struct {
 
 // refusalCauses are the causes refusals are counted by, each counted
 // from zero so that a metric shows it before it first happens.
-var refusalCauses = []string{"malformed", "signature", "key_conflict", "descriptor", "waiting", "chain", "rule", "catchup", "equivocation", "refusing"}
+var refusalCauses = []string{"malformed", "signature", "key_conflict", "descriptor", "waiting", "chain", "rule", "catchup", "equivocation", "refusing", "unnamed_peer"}
 
 func newStats() *stats {
 	st := &stats{got: map[string]uint64{}, refusals: map[string]uint64{}, highest: map[protocol.Realm]protocol.Head{}}

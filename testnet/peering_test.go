@@ -114,6 +114,10 @@ func TestAdmission(t *testing.T) {
 			t.Fatalf("a closed realm is connected to %+v", p)
 		}
 	}
+	// The closed realm's operator learns of the refusals.
+	if n := closed.Federation().Counters().Refused["unnamed_peer"]; n == 0 {
+		t.Error("the closed realm counts no refused connection from the unnamed realm")
+	}
 }
 
 // TestRefusedPeerIsTold: a realm removes a peer, whose gate then hangs up
