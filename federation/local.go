@@ -17,7 +17,16 @@ var (
 	pfxQuarantine = []byte("l/fed/quar/")     // realm → why its events are no longer taken
 	pfxAcked      = []byte("l/fed/acked/")    // realm → the equivocation evidence the operator lifted a quarantine over
 	pfxRefused    = []byte("l/fed/refused/")  // realm \0 seq → a parked event refused, its realm quarantined for it
+	keyRestored   = []byte("l/fed/restored")  // present from an import until this realm's chain was compared with a peer's
 )
+
+// MarkRestored marks the store of st, a node not running (an import), as
+// restored: once it federates, it authors no event before it has compared
+// its chain with a peer that carries it (own.go), since events it signed
+// after the export may be held elsewhere.
+func MarkRestored(ctx context.Context, st *store.Store) error {
+	return putLocal(ctx, st, keyRestored, []byte{})
+}
 
 func fkey(pfx []byte, parts ...string) []byte {
 	k := append([]byte(nil), pfx...)

@@ -2,10 +2,13 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"relay/store"
 )
 
 // This realm's own chain, when a peer holds more of it than this node.
@@ -38,6 +41,38 @@ type ownHold struct {
 	// gaveUp is the target of a hold that timed out: the chain is not held
 	// for it again (an alarm says so), lest writes wait for ever.
 	gaveUp uint64
+	// restored marks the hold of a store restored from an export
+	// (MarkRestored): it has no deadline, and ends only at an exchange with
+	// a peer that carries this realm (or by the operator's word,
+	// Config.RestoredIsLatest); the mark is then removed.
+	restored bool
+}
+
+// restoredMark reports whether an import marked the store as restored.
+func (s *Service) restoredMark() (bool, error) {
+	found := false
+	err := s.st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(keyRestored)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	return found, err
+}
+
+// holdRestored holds authoring in a store restored from an export until
+// its chain was compared with a peer's.
+func (s *Service) holdRestored() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.own.release == nil {
+		s.own.release = s.st.HoldAuthoring()
+		s.own.since = time.Now()
+	}
+	s.own.restored = true
+	s.log.Warn("federation: this realm was restored from an export: its new events wait until its chain was compared with a peer that carries it (relay peer add, or --peer); if no peer holds newer events of it, --restored-is-latest says so")
 }
 
 var (
@@ -68,6 +103,9 @@ func (s *Service) holdOwn(target uint64, d time.Duration, why string) {
 	dl := now.Add(d)
 	if limit := s.own.since.Add(ownHoldMax); dl.After(limit) {
 		dl = limit
+	}
+	if s.own.restored {
+		return // no deadline: it ends at an exchange with a peer (levelOwn)
 	}
 	if dl.After(s.own.deadline) {
 		s.own.deadline = dl
@@ -159,10 +197,32 @@ func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 		return // still behind; or, at start, this exchange did not show the chain level
 	}
 	s.mu.Lock()
+	restored := s.own.restored
+	if s.own.release == nil || s.own.renumber || mine < s.own.target {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	if restored {
+		if err := putLocal(ctx, s.st, keyRestored, nil); err != nil {
+			s.log.Warn("federation: removing the restore mark", "err", err)
+			return // held until it is removed
+		}
+		s.log.Info("federation: this restored realm's chain was compared with a peer's; new events are taken", "peer", p)
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.own.release != nil && !s.own.renumber && mine >= s.own.target {
 		s.endOwnHoldLocked()
 	}
+}
+
+// OwnRestored reports whether new events wait because this realm was
+// restored from an export and no peer has been compared yet.
+func (s *Service) OwnRestored() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own.release != nil && s.own.restored
 }
 
 // renumberOwn runs OwnTaken when events were taken back since it last did,

@@ -44,6 +44,10 @@ type Config struct {
 	MaxAhead time.Duration
 	// Blobs serves and keeps content-addressed blobs (images); may be nil.
 	Blobs BlobStore
+	// RestoredIsLatest forgets the mark an import leaves (MarkRestored):
+	// the operator knows that no peer holds events of this realm newer than
+	// its store, and new events need not wait for a peer to show it.
+	RestoredIsLatest bool
 	// OwnTaken, when set, runs after this realm's own events were taken
 	// from a peer (this node ran on an older copy of its store), before
 	// new events are authored again: numbering kept outside the log
@@ -202,7 +206,21 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	s.mu.Lock()
 	hasPeers := len(s.peers) > 0
 	s.mu.Unlock()
-	if hasPeers {
+	switch restored, err := s.restoredMark(); {
+	case err != nil:
+		s.cancel()
+		s.host.Close()
+		return nil, err
+	case restored && cfg.RestoredIsLatest:
+		if err := putLocal(s.ctx, st, keyRestored, nil); err != nil {
+			s.cancel()
+			s.host.Close()
+			return nil, err
+		}
+		s.log.Warn("federation: this realm was restored from an export; the operator says no peer holds newer events of it")
+	case restored:
+		s.holdRestored()
+	case hasPeers:
 		s.holdOwn(0, startHold, "the first exchange of heads with a peer, which may hold this realm's chain beyond this node's copy")
 	}
 	s.wg.Add(2)

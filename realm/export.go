@@ -352,6 +352,11 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	if err := federation.Pin(ctx, st, protocol.Realm(sum.Header.Origin), descs); err != nil {
 		return ImportResult{}, fmt.Errorf("import: %w", err)
 	}
+	if len(descs) > 0 { // it federated: its peers may hold events it signed after the export
+		if err := federation.MarkRestored(ctx, st); err != nil {
+			return ImportResult{}, fmt.Errorf("import: %w", err)
+		}
+	}
 	err = st.Close()
 	st = nil
 	if err != nil {

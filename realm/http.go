@@ -345,7 +345,7 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 		return ref
 	}
 	if errors.Is(err, store.ErrAuthoringHeld) {
-		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.").
+		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's new events wait until its chain was compared with its peers' (after a restore, or a start on an older copy of its store). Retry shortly.").
 			With("retry_after_seconds", 5)
 	}
 	if errors.Is(err, store.ErrFailed) {

@@ -55,6 +55,10 @@ type Config struct {
 	// It is named when the realm is created ("" there: operator); later
 	// it may only repeat that name ("" takes the realm's).
 	HumanName string
+	// RestoredIsLatest tells the federation of a realm restored from an
+	// export that no peer holds newer events of it: its new events need not
+	// wait for a peer to be compared first.
+	RestoredIsLatest bool
 	// MinFreeBytes is the free disk space under which the store refuses
 	// writes: 0 means the store's default (64 MiB), negative none.
 	MinFreeBytes int64
@@ -271,6 +275,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		fcfg.Listen, fcfg.Peers, fcfg.Open = cfg.P2PAddrs, cfg.Peers, cfg.OpenFederation
 		fcfg.Blobs = n.parley
 		fcfg.OwnTaken = n.parley.ResumeNumbering
+		fcfg.RestoredIsLatest = cfg.RestoredIsLatest
 		if cfg.SyncInterval > 0 {
 			fcfg.SyncInterval = cfg.SyncInterval
 		}

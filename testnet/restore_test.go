@@ -1,12 +1,17 @@
 package testnet
 
 import (
+	"bytes"
+	"context"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"relay/protocol"
+	"relay/realm"
+	"relay/store"
 )
 
 // TestOlderCopyTakesItsOwnEvents: a realm started again on an older copy
@@ -122,4 +127,141 @@ func olderCopy(t *testing.T, after int, cut bool) (*Net, *Realm) {
 		net.Cut(0, 1) // the new node's side too
 	}
 	return net, home
+}
+
+// TestRestoredWaitsForAPeer: a federated realm imported from an export
+// writes nothing before it compared its chain with a peer's: peers are not
+// exported, so without the mark the import leaves it would write at once
+// and fork the chain its peers hold beyond the export. Once the operator
+// names a peer, it takes its newer events back and writes after them.
+func TestRestoredWaitsForAPeer(t *testing.T) {
+	net, err := Start(Config{Realms: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	home := net.Realms[1]
+	openThreads(t, home, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	ctx := context.Background()
+	if _, err := realm.Export(ctx, realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	openThreads(t, home, 2) // after the export: the peer holds them
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(home.Dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: home.Dir, In: &export}); err != nil {
+		t.Fatal(err)
+	}
+	defer func(d time.Duration) { store.AuthorHoldWait = d }(store.AuthorHoldWait)
+	store.AuthorHoldWait = 200 * time.Millisecond // a refused write says so at once
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	post := func() int {
+		return call(t, home, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "after the restore"}, nil)
+	}
+	if st := post(); st != http.StatusServiceUnavailable {
+		t.Fatalf("a write before any peer was compared: %d, want 503", st)
+	}
+	if !home.Node.Federation().OwnRestored() {
+		t.Fatal("the restored realm does not say it waits")
+	}
+	if err := net.Link(0, 1); err != nil { // the operator names its peer
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if st := post(); st == http.StatusOK || st == http.StatusCreated {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the restored realm still refuses writes after its peer was named")
+		}
+	}
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	checkChains(t, net)
+	for _, r := range net.Realms {
+		realms, err := r.Node.Federation().Realms()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rs := range realms {
+			if rs.Quarantined != "" {
+				t.Errorf("%s quarantined %s: %s", r.Name, rs.Realm, rs.Quarantined)
+			}
+		}
+	}
+	if a, b := threadCount(t, net.Realms[0]), threadCount(t, home); a != 4 || b != 4 {
+		t.Fatalf("threads: %d at %s, %d at %s; want 4 at both", a, net.Realms[0].Name, b, home.Name)
+	}
+	if home.Node.Federation().OwnRestored() {
+		t.Fatal("the restored realm still says it waits")
+	}
+}
+
+// TestRestoredIsLatest: the operator's word that no peer holds newer
+// events of a restored realm removes the import's mark: the realm writes
+// at once, then and at every later start.
+func TestRestoredIsLatest(t *testing.T) {
+	net, err := Start(Config{Realms: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer net.Close()
+	home := net.Realms[1]
+	openThreads(t, home, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	ctx := context.Background()
+	if _, err := realm.Export(ctx, realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir() + "/restored"
+	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: dir, In: &export}); err != nil {
+		t.Fatal(err)
+	}
+	waits := func(latest bool) bool {
+		t.Helper()
+		cfg := realm.DefaultConfig()
+		cfg.DataDir, cfg.HTTPAddr, cfg.P2PAddrs = dir, "127.0.0.1:0", []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.RestoredIsLatest = latest
+		n, err := realm.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		return n.Federation().OwnRestored()
+	}
+	if !waits(false) {
+		t.Fatal("a restored realm does not wait for a peer")
+	}
+	if waits(true) {
+		t.Fatal("a restored realm waits though the operator said it is the latest")
+	}
+	if waits(false) {
+		t.Fatal("the mark outlived the operator's word")
+	}
 }

@@ -193,7 +193,7 @@ func importCommand() *cli.Command {
 			}
 			fmt.Fprintf(c.App.ErrWriter, "operator secret written to %s; issue agent tokens again (local state is not exported)\n", res.OperatorTokenFile)
 			if res.Pinned > 0 {
-				fmt.Fprintf(c.App.ErrWriter, "start it with --peer for its peers (not exported either): it takes back from them the events it signed after this export before it writes any\n")
+				fmt.Fprintf(c.App.ErrWriter, "start it with --peer for its peers (not exported either): it writes nothing before it has compared its chain with one, taking back the events it signed after this export (--restored-is-latest if none holds any)\n")
 			}
 			return nil
 		},

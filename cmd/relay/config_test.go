@@ -178,6 +178,19 @@ func TestServeMinFreeDisk(t *testing.T) {
 	}
 }
 
+// TestServeRestoredIsLatest: the flag reaches the node's config.
+func TestServeRestoredIsLatest(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--restored-is-latest"}, true}} {
+		cfg, err := serveConfigOf(t, c.args...)
+		if err != nil || cfg.RestoredIsLatest != c.want {
+			t.Errorf("%v: %v, %v", c.args, cfg.RestoredIsLatest, err)
+		}
+	}
+}
+
 // TestServeSearchCache: --search-cache is in MiB, 0 keeps no cache, and
 // the default is the corpus's.
 func TestServeSearchCache(t *testing.T) {

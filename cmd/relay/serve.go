@@ -36,6 +36,7 @@ func serveFlags() []cli.Flag {
 		altsrc.NewBoolFlag(&cli.BoolFlag{Name: "open-federation", Usage: "admit realms that dial in without being named as peers", EnvVars: []string{"RELAY_OPEN_FEDERATION"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "sync-interval", Value: federation.DefaultConfig().SyncInterval, Usage: "how often connected peers compare heads (anti-entropy)", EnvVars: []string{"RELAY_SYNC_INTERVAL"}}),
 		altsrc.NewDurationFlag(&cli.DurationFlag{Name: "max-clock-ahead", Value: federation.DefaultConfig().MaxAhead, Usage: "how far past this node's clock a peer's event may be dated; later ones wait until then", EnvVars: []string{"RELAY_MAX_CLOCK_AHEAD"}}),
+		&cli.BoolFlag{Name: "restored-is-latest", Usage: "a realm restored from an export writes at once, without waiting to compare its chain with a peer's: no peer holds newer events of it"},
 		&cli.BoolFlag{Name: "new-operator-secret", Usage: "give the operator credential a new secret, written to DATA/operator.token; the old one stops working (when that file was lost)"},
 		altsrc.NewStringFlag(&cli.StringFlag{Name: "human", Value: def.HumanName, Usage: "the operator's name, given when the realm is created: the human is human:<name> (default: the realm's, else \"operator\")", EnvVars: []string{"RELAY_HUMAN"}}),
 		altsrc.NewStringSliceFlag(&cli.StringSliceFlag{Name: "allowed-host", Usage: "Host header MCP accepts on a loopback connection, for a reverse proxy (repeatable)", EnvVars: []string{"RELAY_ALLOWED_HOST"}}),
@@ -99,6 +100,7 @@ func serveConfig(c *cli.Context) (realm.Config, error) {
 	}
 	cfg.HumanName = c.String("human")
 	cfg.NewOperatorSecret = c.Bool("new-operator-secret")
+	cfg.RestoredIsLatest = c.Bool("restored-is-latest")
 	cfg.AllowedHosts = c.StringSlice("allowed-host")
 	cfg.InMemory = c.Bool("in-memory")
 	cfg.RateLimit = c.Int("rate-limit")

@@ -279,7 +279,7 @@ func (c *Console) refusal(err error) *protocol.Refusal {
 		return protocol.Refusef(protocol.ReasonUnavailable, "The node's disk is nearly full: writes are refused until space is freed; reads still work.")
 	}
 	if errors.Is(err, store.ErrAuthoringHeld) {
-		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's chain continues at a peer beyond this node's copy of it; the node is taking those events first. Retry shortly.")
+		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's new events wait until its chain was compared with its peers' (after a restore, or a start on an older copy of its store). Retry shortly.")
 	}
 	if errors.Is(err, session.ErrBusy) {
 		return protocol.Refusef(protocol.ReasonUnavailable, "Too many passwords are being checked at once; try again in a few seconds.")
