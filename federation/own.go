@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"relay/protocol"
 	"relay/store"
 )
 
@@ -155,12 +156,14 @@ func (s *Service) ownTarget() (uint64, bool) {
 }
 
 // levelOwn, after an exchange of heads with p (which holds this realm's
-// chain to theirs, 0 when it does not carry it), takes this realm's events
-// p holds beyond this node's head while authoring is held for them, and
-// ends the hold once the head has reached what peers hold and the
-// numbering carries on after them. A hold at start ends at an exchange
-// with a peer that carries this realm and is not ahead of it.
-func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
+// chain to theirs; seq 0 when it does not carry it), takes this realm's
+// events p holds beyond this node's head while authoring is held for them,
+// and ends the hold once the head has reached what peers hold and the
+// numbering carries on after them. A hold without a target (at start, or
+// of a restored store) ends only at an exchange that shows the chain
+// level: a peer holding this very head (same seq, same event). A peer
+// behind it says nothing of what was signed after.
+func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs protocol.Head) {
 	target, held := s.ownTarget()
 	if !held {
 		return
@@ -169,23 +172,23 @@ func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 	if err != nil {
 		return
 	}
-	mine := heads[s.cfg.Realm].Seq
-	if theirs > mine && mine < target {
+	mine := heads[s.cfg.Realm]
+	if theirs.Seq > mine.Seq && mine.Seq < target {
 		if key, ok := s.dir.Key(s.cfg.Realm); ok {
-			if err := s.pull(ctx, p, s.cfg.Realm, key, mine+1, min(theirs, target)); err != nil {
+			if err := s.pull(ctx, p, s.cfg.Realm, key, mine.Seq+1, min(theirs.Seq, target)); err != nil {
 				s.log.Warn("federation: taking this realm's own events from a peer", "peer", p, "err", err)
 			}
 		}
 		if heads, err = s.st.Heads(); err != nil {
 			return
 		}
-		if got := heads[s.cfg.Realm].Seq; got > mine {
-			s.log.Info("federation: took this realm's own events a peer held beyond this node's copy", "peer", p, "from", mine+1, "to", got)
+		if got := heads[s.cfg.Realm].Seq; got > mine.Seq {
+			s.log.Info("federation: took this realm's own events a peer held beyond this node's copy", "peer", p, "from", mine.Seq+1, "to", got)
 			s.mu.Lock()
 			s.own.renumber = s.own.release != nil
 			s.mu.Unlock()
 		}
-		mine = heads[s.cfg.Realm].Seq
+		mine = heads[s.cfg.Realm]
 	}
 	// Numbering carries on after every event taken back, whether or not
 	// the chain is level yet: writes may be taken again before it is (the
@@ -193,12 +196,13 @@ func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 	if !s.renumberOwn(ctx) {
 		return // held until that is done, or for ownHoldMax
 	}
-	if mine < target || (target == 0 && (theirs == 0 || theirs > mine)) {
-		return // still behind; or, at start, this exchange did not show the chain level
+	level := theirs.Seq > 0 && theirs.Seq == mine.Seq && theirs.CID.Equals(mine.CID)
+	if mine.Seq < target || (target == 0 && !level) {
+		return // still behind; or, with no target, this exchange did not show the chain level
 	}
 	s.mu.Lock()
 	restored := s.own.restored
-	if s.own.release == nil || s.own.renumber || mine < s.own.target {
+	if s.own.release == nil || s.own.renumber || mine.Seq < s.own.target {
 		s.mu.Unlock()
 		return
 	}
@@ -208,21 +212,22 @@ func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs uint64) {
 			s.log.Warn("federation: removing the restore mark", "err", err)
 			return // held until it is removed
 		}
-		s.log.Info("federation: this restored realm's chain was compared with a peer's; new events are taken", "peer", p)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.own.release != nil && !s.own.renumber && mine >= s.own.target {
+	if s.own.release != nil && !s.own.renumber && mine.Seq >= s.own.target {
 		s.endOwnHoldLocked()
+		s.mu.Unlock()
+		if restored {
+			s.log.Info("federation: this restored realm's chain was compared with a peer's; new events are taken", "peer", p)
+		}
+		return
 	}
-}
-
-// OwnRestored reports whether new events wait because this realm was
-// restored from an export and no peer has been compared yet.
-func (s *Service) OwnRestored() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.own.release != nil && s.own.restored
+	s.mu.Unlock()
+	if restored { // the hold goes on (a peer ahead came meanwhile): so does the mark
+		if err := MarkRestored(ctx, s.st); err != nil {
+			s.log.Warn("federation: marking the restore again", "err", err)
+		}
+	}
 }
 
 // renumberOwn runs OwnTaken when events were taken back since it last did,
@@ -249,4 +254,12 @@ func (s *Service) renumberOwn(ctx context.Context) bool {
 func (s *Service) OwnHeld() (held bool, to uint64) {
 	to, held = s.ownTarget()
 	return held, to
+}
+
+// OwnRestored reports whether new events wait because this realm was
+// restored from an export and no peer has shown its chain level yet.
+func (s *Service) OwnRestored() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own.release != nil && s.own.restored
 }

@@ -36,27 +36,42 @@ func TestOwnHold(t *testing.T) {
 		return nil
 	}}, st: st, log: quietLog}
 	held := func() bool { _, h := s.ownTarget(); return h }
+	heads, err := st.Heads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := heads["home"]
+	first, err := st.EventAt("home", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	s.holdOwn(0, time.Hour, "start")
-	s.levelOwn(ctx, "", 0) // a peer that does not carry this realm
-	if !held() {
-		t.Fatal("the start hold ended at an exchange with a peer without this realm")
+	for _, h := range []struct {
+		name string
+		head protocol.Head
+	}{
+		{"a peer without this realm", protocol.Head{}},
+		{"a peer ahead, whose chain was not checked", protocol.Head{Seq: 5}},
+		{"a peer behind", protocol.Head{Seq: 1, CID: first.CID}},
+		{"a peer at this seq with another event", protocol.Head{Seq: head.Seq, CID: first.CID}},
+	} {
+		s.levelOwn(ctx, "", h.head)
+		if !held() {
+			t.Fatalf("the start hold ended at an exchange with %s", h.name)
+		}
 	}
-	s.levelOwn(ctx, "", 5) // one ahead, whose chain was not checked
-	if !held() {
-		t.Fatal("the start hold ended at an exchange with a peer ahead")
-	}
-	s.levelOwn(ctx, "", 3)
+	s.levelOwn(ctx, "", head)
 	if held() || renumbered != 0 {
 		t.Fatalf("start hold at a level peer: held %v, renumbered %d", held(), renumbered)
 	}
 
 	s.holdOwn(3, time.Hour, "behind") // the events were taken: head 3
-	s.levelOwn(ctx, "", 3)
+	s.levelOwn(ctx, "", head)
 	if !held() || renumbered != 1 {
 		t.Fatalf("a failed renumbering: held %v, renumbered %d", held(), renumbered)
 	}
-	s.levelOwn(ctx, "", 3)
+	s.levelOwn(ctx, "", head)
 	if held() || renumbered != 2 {
 		t.Fatalf("renumbered at last: held %v, renumbered %d", held(), renumbered)
 	}

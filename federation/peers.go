@@ -8,10 +8,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"relay/protocol"
@@ -287,11 +287,7 @@ const briefConnection = 5 * time.Second
 // backOff notes a failed connection to p and when to dial it again (0.5 s
 // doubling to 30 s, with jitter). The caller holds s.mu.
 func (s *Service) backOff(p *peerState, why string) {
-	// libp2p answers a dial soon after a failed one with "dial backoff",
-	// which says nothing of why: the reason before it is kept.
-	if !strings.Contains(why, "dial backoff") || p.lastErr == "" {
-		p.lastErr = why
-	}
+	p.lastErr = why
 	switch {
 	case p.backoff == 0:
 		p.backoff = 500 * time.Millisecond
@@ -343,7 +339,36 @@ func (s *Service) dial(p *peerState, ai peer.AddrInfo) {
 	if err == nil {
 		return // connected: its error and backoff go once the connection has lasted
 	}
-	s.backOff(p, err.Error())
+	s.dialFailed(p, err)
+}
+
+// dialFailed backs off from a failed dial. libp2p answers a dial soon after
+// a failed one with "dial backoff", which says nothing of why: the reason
+// before it is kept. Call with s.mu held.
+func (s *Service) dialFailed(p *peerState, err error) {
+	why := err.Error()
+	if onlyBackoff(err) && p.lastErr != "" {
+		why = p.lastErr
+	}
+	s.backOff(p, why)
+}
+
+// onlyBackoff reports whether a dial failed for libp2p's backoff alone, on
+// every address it tried.
+func onlyBackoff(err error) bool {
+	var de *swarm.DialError
+	if !errors.As(err, &de) {
+		return errors.Is(err, swarm.ErrDialBackoff)
+	}
+	if len(de.DialErrors) == 0 {
+		return errors.Is(de.Cause, swarm.ErrDialBackoff)
+	}
+	for _, te := range de.DialErrors {
+		if !errors.Is(te.Cause, swarm.ErrDialBackoff) {
+			return false
+		}
+	}
+	return true
 }
 
 // PeerStatus is one peer as the operator sees it.

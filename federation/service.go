@@ -154,6 +154,20 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	for _, ai := range peers {
 		s.addPeer(ai, sourceFlag, time.Now())
 	}
+	// Before the host listens: nothing to undo when it fails.
+	switch restored, err := s.restoredMark(); {
+	case err != nil:
+		return nil, err
+	case restored && cfg.RestoredIsLatest:
+		if err := putLocal(context.Background(), st, keyRestored, nil); err != nil {
+			return nil, err
+		}
+		s.log.Warn("federation: this realm was restored from an export; the operator says no peer holds newer events of it")
+	case restored:
+		s.holdRestored()
+	case len(s.peers) > 0:
+		s.holdOwn(0, startHold, "the first exchange of heads with a peer, which may hold this realm's chain beyond this node's copy")
+	}
 	s.host, err = libp2p.New(
 		libp2p.Identity(cfg.Identity.PrivKey),
 		libp2p.ListenAddrs(listen...),
@@ -202,26 +216,6 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 	st.OnRefused(s.refusedParked)
 	if err := s.refusedWhileAway(); err != nil {
 		s.log.Warn("federation: parked events refused before start", "err", err)
-	}
-	s.mu.Lock()
-	hasPeers := len(s.peers) > 0
-	s.mu.Unlock()
-	switch restored, err := s.restoredMark(); {
-	case err != nil:
-		s.cancel()
-		s.host.Close()
-		return nil, err
-	case restored && cfg.RestoredIsLatest:
-		if err := putLocal(s.ctx, st, keyRestored, nil); err != nil {
-			s.cancel()
-			s.host.Close()
-			return nil, err
-		}
-		s.log.Warn("federation: this realm was restored from an export; the operator says no peer holds newer events of it")
-	case restored:
-		s.holdRestored()
-	case hasPeers:
-		s.holdOwn(0, startHold, "the first exchange of heads with a peer, which may hold this realm's chain beyond this node's copy")
 	}
 	s.wg.Add(2)
 	go s.publishLoop()

@@ -345,7 +345,7 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 	}
 	// This realm's own events come after the others', which they may
 	// refer to; and an exchange ends the hold at start (own.go).
-	defer s.levelOwn(ctx, p.id, own.Seq)
+	defer s.levelOwn(ctx, p.id, own)
 	for realm, h := range theirs {
 		if realm == s.cfg.Realm || s.refusing(realm) {
 			continue

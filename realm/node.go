@@ -302,7 +302,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 			// The old secret may have leaked: its sessions must not live on.
 			n.closeFederation()
 			st.Close()
-			return nil, fmt.Errorf("ending the console sessions opened with the old operator secret: %w", err)
+			return nil, fmt.Errorf("ending the console sessions opened with the old operator secret (the new one is in place; start again with --new-operator-secret to end them): %w", err)
 		}
 	}
 	n.reg = api.NewRegistry()

@@ -57,10 +57,10 @@ func (n *Node) health(ctx context.Context, c *api.Call, _ api.NoInput) (HealthOu
 			alarms = append(alarms, "this realm's key signs elsewhere ("+a.Kind+"): "+a.Detail)
 		}
 		switch held, to := f.OwnHeld(); {
-		case f.OwnRestored():
-			alarms = append(alarms, "this realm was restored from an export: new events wait until its chain was compared with a peer that carries it (relay peer add, or --peer); relay serve --restored-is-latest if no peer holds newer events of it")
 		case held && to > 0:
 			alarms = append(alarms, fmt.Sprintf("a peer holds this realm's chain to seq %d, beyond this node's copy: new events wait until it is taken", to))
+		case f.OwnRestored():
+			alarms = append(alarms, "this realm was restored from an export: new events wait until its chain was compared with a peer that carries it (relay peer add, or --peer); relay serve --restored-is-latest if no peer holds newer events of it")
 		case held:
 			alarms = append(alarms, "new events wait for a first exchange of heads with a peer that carries this realm (at most 5 s after the start)")
 		}

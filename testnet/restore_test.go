@@ -215,6 +215,14 @@ func TestRestoredWaitsForAPeer(t *testing.T) {
 	if home.Node.Federation().OwnRestored() {
 		t.Fatal("the restored realm still says it waits")
 	}
+	// The mark is gone from the store: a restart does not wait for a peer
+	// again (beyond the start's own short hold).
+	if err := net.Restart(1); err != nil {
+		t.Fatal(err)
+	}
+	if home.Node.Federation().OwnRestored() {
+		t.Fatal("after a restart the realm waits as restored again")
+	}
 }
 
 // TestRestoredIsLatest: the operator's word that no peer holds newer
