@@ -135,24 +135,8 @@ func olderCopy(t *testing.T, after int, cut bool) (*Net, *Realm) {
 // and fork the chain its peers hold beyond the export. Once the operator
 // names a peer, it takes its newer events back and writes after them.
 func TestRestoredWaitsForAPeer(t *testing.T) {
-	net, err := Start(Config{Realms: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	home := net.Realms[1]
-	openThreads(t, home, 1)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	var export bytes.Buffer
+	net, home, export := exportedRealm(t)
 	ctx := context.Background()
-	if _, err := realm.Export(ctx, realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
-		t.Fatal(err)
-	}
 	if err := net.Restart(1); err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +150,7 @@ func TestRestoredWaitsForAPeer(t *testing.T) {
 	if err := os.RemoveAll(home.Dir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: home.Dir, In: &export}); err != nil {
+	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: home.Dir, In: export}); err != nil {
 		t.Fatal(err)
 	}
 	defer func(d time.Duration) { store.AuthorHoldWait = d }(store.AuthorHoldWait)
@@ -229,26 +213,10 @@ func TestRestoredWaitsForAPeer(t *testing.T) {
 // events of a restored realm removes the import's mark: the realm writes
 // at once, then and at every later start.
 func TestRestoredIsLatest(t *testing.T) {
-	net, err := Start(Config{Realms: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer net.Close()
-	home := net.Realms[1]
-	openThreads(t, home, 1)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	var export bytes.Buffer
+	_, _, export := exportedRealm(t)
 	ctx := context.Background()
-	if _, err := realm.Export(ctx, realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir() + "/restored"
-	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: dir, In: &export}); err != nil {
+	if _, err := realm.Import(ctx, realm.ImportConfig{DataDir: dir, In: export}); err != nil {
 		t.Fatal(err)
 	}
 	waits := func(latest bool) bool {
@@ -272,4 +240,29 @@ func TestRestoredIsLatest(t *testing.T) {
 	if waits(false) {
 		t.Fatal("the mark outlived the operator's word")
 	}
+}
+
+// exportedRealm runs two realms, r2 opening a thread, and exports r2 (with
+// its key) once it stopped. It returns the net (closed when the test
+// ends), r2, stopped, and the export.
+func exportedRealm(t *testing.T) (*Net, *Realm, *bytes.Buffer) {
+	t.Helper()
+	net, err := Start(Config{Realms: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	home := net.Realms[1]
+	openThreads(t, home, 1)
+	if err := net.WaitConverged(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := home.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	var export bytes.Buffer
+	if _, err := realm.Export(context.Background(), realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	return net, home, &export
 }
