@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 
 	"relay/protocol"
 	"relay/store"
@@ -58,6 +59,20 @@ func putLocal(ctx context.Context, st *store.Store, key []byte, v any) error {
 		return nil, tx.Set(key, b)
 	})
 	return err
+}
+
+// hasLocal reports whether a local record is kept under key.
+func hasLocal(st *store.Store, key []byte) (bool, error) {
+	found := false
+	err := st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(key)
+		found = err == nil
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	return found, err
 }
 
 // loadLocal calls fn with every record under pfx.

@@ -2,14 +2,12 @@ package federation
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
-	"relay/store"
 )
 
 // This realm's own chain, when a peer holds more of it than this node.
@@ -28,9 +26,11 @@ import (
 //     after the other realms the exchange brings (they may refer to them).
 //     The hold ends once the node's head reaches what peers held, or after
 //     ownHoldMax, when the alarm stays.
-//   - At start, a node that has peers holds authoring until its first
-//     exchange of heads with one of them, or startHold, so that a write
-//     right after a restart does not fork before the node could know.
+//   - At start, a node that has peers holds authoring until an exchange of
+//     heads shows its chain level (a peer holding its very head), or for
+//     startHold, so that a write right after a restart does not fork
+//     before the node could know. A store an import marked (MarkRestored)
+//     is held so with no deadline.
 type ownHold struct {
 	release  func()    // the store's hold; nil when not held
 	target   uint64    // the seq peers were seen to hold this realm's chain to
@@ -49,29 +49,12 @@ type ownHold struct {
 	restored bool
 }
 
-// restoredMark reports whether an import marked the store as restored.
-func (s *Service) restoredMark() (bool, error) {
-	found := false
-	err := s.st.View(func(tx *store.Tx) error {
-		_, err := tx.Get(keyRestored)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		found = err == nil
-		return err
-	})
-	return found, err
-}
-
 // holdRestored holds authoring in a store restored from an export until
 // its chain was compared with a peer's.
 func (s *Service) holdRestored() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.own.release == nil {
-		s.own.release = s.st.HoldAuthoring()
-		s.own.since = time.Now()
-	}
+	s.beginHoldLocked(time.Now())
 	s.own.restored = true
 	s.log.Warn("federation: this realm was restored from an export: its new events wait until its chain was compared with a peer that carries it (relay peer add, or --peer); if no peer holds newer events of it, --restored-is-latest says so")
 }
@@ -92,9 +75,7 @@ func (s *Service) holdOwn(target uint64, d time.Duration, why string) {
 		return // given up on: the alarm stands
 	}
 	now := time.Now()
-	if s.own.release == nil {
-		s.own.release = s.st.HoldAuthoring()
-		s.own.since = now
+	if s.beginHoldLocked(now) {
 		s.log.Info("federation: this realm's new events wait", "why", why)
 	}
 	if target > s.own.target {
@@ -139,20 +120,22 @@ func (s *Service) ownTimedOut() {
 	s.own.gaveUp = gaveUp
 }
 
+// beginHoldLocked holds authoring from now on unless it is held already,
+// and reports whether it began; call with s.mu held.
+func (s *Service) beginHoldLocked(now time.Time) bool {
+	if s.own.release != nil {
+		return false
+	}
+	s.own.release, s.own.since = s.st.HoldAuthoring(), now
+	return true
+}
+
 // endOwnHoldLocked lets authoring go; call with s.mu held.
 func (s *Service) endOwnHoldLocked() {
 	if s.own.release != nil {
 		s.own.release()
 	}
 	s.own = ownHold{gaveUp: s.own.gaveUp}
-}
-
-// ownTarget is the seq this realm's chain is being brought to, and whether
-// authoring is held.
-func (s *Service) ownTarget() (uint64, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.own.target, s.own.release != nil
 }
 
 // levelOwn, after an exchange of heads with p (which holds this realm's
@@ -164,7 +147,7 @@ func (s *Service) ownTarget() (uint64, bool) {
 // level: a peer holding this very head (same seq, same event). A peer
 // behind it says nothing of what was signed after.
 func (s *Service) levelOwn(ctx context.Context, p peer.ID, theirs protocol.Head) {
-	target, held := s.ownTarget()
+	held, target := s.OwnHeld()
 	if !held {
 		return
 	}
@@ -250,10 +233,12 @@ func (s *Service) renumberOwn(ctx context.Context) bool {
 }
 
 // OwnHeld reports whether this realm's new events wait for its chain to be
-// brought level with a peer's, and to which seq.
+// brought level with a peer's, and to which seq (0: no peer was seen
+// ahead).
 func (s *Service) OwnHeld() (held bool, to uint64) {
-	to, held = s.ownTarget()
-	return held, to
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.own.release != nil, s.own.target
 }
 
 // OwnRestored reports whether new events wait because this realm was

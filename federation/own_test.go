@@ -35,7 +35,7 @@ func TestOwnHold(t *testing.T) {
 		}
 		return nil
 	}}, st: st, log: quietLog}
-	held := func() bool { _, h := s.ownTarget(); return h }
+	held := func() bool { h, _ := s.OwnHeld(); return h }
 	heads, err := st.Heads()
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		s.addPeer(ai, sourceFlag, time.Now())
 	}
 	// Before the host listens: nothing to undo when it fails.
-	switch restored, err := s.restoredMark(); {
+	switch restored, err := hasLocal(st, keyRestored); {
 	case err != nil:
 		return nil, err
 	case restored && cfg.RestoredIsLatest:

@@ -16,7 +16,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"relay/protocol"
-	"relay/store"
 )
 
 // stats are the federation's counters, read by the status API and /metrics.
@@ -489,7 +488,7 @@ func (s *Service) checkOwnChain(ctx context.Context, p peer.ID, theirs, mine pro
 // again.
 func (s *Service) refusedParked(realm protocol.Realm, seq uint64, why string) {
 	k := fkey(pfxRefused, string(realm), strconv.FormatUint(seq, 10))
-	switch noted, err := s.refusalNoted(k); {
+	switch noted, err := hasLocal(s.st, k); {
 	case err != nil:
 		s.log.Warn("federation: read a refused event's note", "realm", realm, "seq", seq, "err", err)
 	case noted:
@@ -503,20 +502,6 @@ func (s *Service) refusedParked(realm protocol.Realm, seq uint64, why string) {
 	}
 }
 
-// refusalNoted reports whether a refused event's note, under k, is kept.
-func (s *Service) refusalNoted(k []byte) (bool, error) {
-	noted := false
-	err := s.st.View(func(tx *store.Tx) error {
-		_, err := tx.Get(k)
-		noted = err == nil
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		}
-		return err
-	})
-	return noted, err
-}
-
 // refusedWhileAway quarantines for the parked events refused while the
 // federation was not running (on a start, by an import) and not noted yet.
 func (s *Service) refusedWhileAway() error {
@@ -528,7 +513,7 @@ func (s *Service) refusedWhileAway() error {
 		if !p.Refused {
 			continue
 		}
-		switch noted, err := s.refusalNoted(fkey(pfxRefused, string(p.Realm), strconv.FormatUint(p.Seq, 10))); {
+		switch noted, err := hasLocal(s.st, fkey(pfxRefused, string(p.Realm), strconv.FormatUint(p.Seq, 10))); {
 		case err != nil:
 			return err
 		case !noted:
