@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"relay/store"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -83,7 +84,7 @@ func SaveIdentity(path string, id *Identity) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	return writeFileSync(path, b, 0o600)
+	return store.WriteFile(path, b, 0o600)
 }
 
 // IdentityFromSeed derives an identity from a 32-byte seed; for tests and
@@ -112,26 +113,4 @@ func identityOf(k crypto.PrivKey) (*Identity, error) {
 		return nil, err
 	}
 	return &Identity{PrivKey: k, Signing: ed25519.PrivateKey(raw), PeerID: pid}, nil
-}
-
-// writeFileSync writes a file through a temporary name and fsyncs it, so a
-// crash leaves either no key or the whole key.
-func writeFileSync(path string, b []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

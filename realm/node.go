@@ -375,11 +375,7 @@ func writeRealmFile(dir string, rf realmFile) error {
 	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, b) {
 		return nil // as it is: a node running on dir may be reading it
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path) // whole or not at all
+	return store.WriteFile(path, b, 0o600)
 }
 
 // ensureOperator creates the human credential on first start.
@@ -392,8 +388,8 @@ func (n *Node) ensureOperator() error {
 			if err != nil {
 				return fmt.Errorf("operator credential: %w", err)
 			}
-			if err := writeSecretFile(path, tok); err != nil {
-				return fmt.Errorf("the operator credential has a new secret, but %w; start again with --new-operator-secret", err)
+			if err := store.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+				return fmt.Errorf("the operator credential has a new secret, but writing it to %s: %w; start again with --new-operator-secret", path, err)
 			}
 			n.OperatorTokenFile = path
 			n.log.Warn("gave the operator credential a new secret; the old one no longer works", "secret_file", path)
@@ -408,45 +404,11 @@ func (n *Node) ensureOperator() error {
 	if err != nil {
 		return fmt.Errorf("operator credential: %w", err)
 	}
-	if err := writeSecretFile(path, tok.Token); err != nil {
-		return fmt.Errorf("the operator credential was created, but %w; start again with --new-operator-secret", err)
+	if err := store.WriteFile(path, []byte(tok.Token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("the operator credential was created, but writing its secret to %s: %w; start again with --new-operator-secret", path, err)
 	}
 	n.OperatorTokenFile = path
 	n.log.Info("created operator credential", "identity", tok.Identity, "secret_file", path)
-	return nil
-}
-
-// writeSecretFile writes secret to path, mode 0600, whole or not at all: a
-// file beside it, synced, renamed over path, and the directory synced.
-func writeSecretFile(path, secret string) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".operator.token-*")
-	if err != nil {
-		return fmt.Errorf("writing the operator secret: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // gone after the rename
-	_, err = tmp.WriteString(secret + "\n")
-	if err == nil {
-		err = tmp.Chmod(0o600)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err == nil {
-		var d *os.File
-		if d, err = os.Open(filepath.Dir(path)); err == nil {
-			err = d.Sync()
-			d.Close()
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("writing the operator secret to %s: %w", path, err)
-	}
 	return nil
 }
 
