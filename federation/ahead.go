@@ -134,13 +134,7 @@ func (s *Service) authenticNext(realm protocol.Realm, key []byte, run []store.Ch
 		prev = protocol.Head{Seq: run[n-1].Event.Seq, CID: run[n-1].CID}
 	}
 	ev := run[n].Event
-	if ev.Realm != string(realm) || ev.Seq != prev.Seq+1 {
-		return false
-	}
-	if ev.Seq > 1 && (!ev.Prev.Defined() || !ev.Prev.Cid.Equals(prev.CID)) {
-		return false
-	}
-	return ev.Verify(key) == nil
+	return ev.Realm == string(realm) && ev.Follows(prev) == nil && ev.Verify(key) == nil
 }
 
 // aheadWait is a realm whose next event waits for its time.
