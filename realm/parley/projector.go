@@ -234,13 +234,13 @@ func (p *apply) message(d messageData, opened bool) error {
 		m.Claims = append(m.Claims, cid)
 		cl := claimRec{Realm: p.realm, N: c.N, CID: p.cid, Thread: tid, Message: mid, Statement: c.Statement, Evidence: c.Evidence,
 			State: protocol.ClaimUnverified, Author: p.author(), Attestations: []attestation{}, CreatedAt: p.at, UpdatedAt: p.at}
-		if err := putJSON(p.tx, ridKey(pfxClaim, cid), &cl); err != nil {
-			return err
-		}
 		if p.realm != p.home {
 			if err := p.foldAside(cid, &cl); err != nil {
 				return err
 			}
+		}
+		if err := putJSON(p.tx, ridKey(pfxClaim, cid), &cl); err != nil {
+			return err
 		}
 	}
 	for _, r := range d.Refutes {
@@ -476,13 +476,19 @@ func (p *apply) claimFact(id rid, f claimFact, byRealm protocol.Realm) error {
 		}
 		return missingError{fmt.Sprintf("claim %s:cl_%d", id.Realm, id.N)}
 	}
-	if f.Kind == factSupersede && !c.byAuthor(byRealm, f.By) {
-		return nil
-	}
-	if !c.add(f) {
+	if !c.addFact(f, byRealm) {
 		return nil
 	}
 	return putJSON(p.tx, key(pfxClaim, id.bytes()), &c)
+}
+
+// addFact adds a fact of a realm's event to the claim and reports whether
+// the claim changed: a supersede counts only from the claim's author.
+func (c *claimRec) addFact(f claimFact, byRealm protocol.Realm) bool {
+	if f.Kind == factSupersede && !c.byAuthor(byRealm, f.By) {
+		return false
+	}
+	return c.add(f)
 }
 
 // asideFact is a fact on a claim not held, of a realm refused here.
@@ -491,22 +497,19 @@ type asideFact struct {
 	ByRealm protocol.Realm `json:"by_realm"`
 }
 
-// foldAside gives claim c, just asserted, the facts kept aside for it.
+// foldAside gives claim c, just asserted and not stored yet, the facts
+// kept aside for it, deleting them.
 // Facts fold in their own order (claims.go), whenever they are added, so
 // the claim ends as where they came after it.
 func (p *apply) foldAside(id rid, c *claimRec) error {
 	var keys [][]byte
-	changed := false
 	err := p.tx.Iterate(key(pfxAside, id.bytes()), false, func(k, v []byte) error {
 		keys = append(keys, bytes.Clone(k))
 		var a asideFact
 		if err := json.Unmarshal(v, &a); err != nil {
 			return err
 		}
-		if a.Fact.Kind == factSupersede && !c.byAuthor(a.ByRealm, a.Fact.By) {
-			return nil
-		}
-		changed = c.add(a.Fact) || changed
+		c.addFact(a.Fact, a.ByRealm)
 		return nil
 	})
 	if err != nil {
@@ -517,10 +520,7 @@ func (p *apply) foldAside(id rid, c *claimRec) error {
 			return err
 		}
 	}
-	if !changed {
-		return nil
-	}
-	return putJSON(p.tx, key(pfxClaim, id.bytes()), c)
+	return nil
 }
 
 // attest keeps an attestation as a fact of the claim, whatever the claim's
