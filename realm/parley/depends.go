@@ -138,10 +138,7 @@ func (pr projector) replyRefutesHeld(tx *store.Tx, replyCID string, thread rid) 
 		return nil
 	}
 	for _, id := range m.Refutes {
-		if pr.refused(id.Realm) {
-			continue // its facts are kept aside (claimFact)
-		}
-		if err := held(tx, key(pfxClaim, id.bytes()), "claim %s:cl_%d", id); err != nil {
+		if err := pr.claimIDHeld(tx, id); err != nil {
 			return err
 		}
 	}
@@ -192,9 +189,13 @@ func (pr projector) claimHeld(tx *store.Tx, realm protocol.Realm, s string) erro
 	if k.Realm == "" {
 		k.Realm = realm
 	}
-	id := rid{k.Realm, k.N}
+	return pr.claimIDHeld(tx, rid{k.Realm, k.N})
+}
+
+// claimIDHeld is claimHeld of a claim by its id.
+func (pr projector) claimIDHeld(tx *store.Tx, id rid) error {
 	if pr.refused(id.Realm) {
-		return nil
+		return nil // its facts are kept aside (claimFact)
 	}
 	return held(tx, key(pfxClaim, id.bytes()), "claim %s:cl_%d", id)
 }

@@ -491,13 +491,7 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 		if !ok {
 			continue // of a realm refused here (Missing waits for the others)
 		}
-		// Only this realm's own word is waited for: another realm's may
-		// never come here (it may not hold the reply, or be gone).
-		standing := s.replyOutcome
-		if cl.Thread.Realm == s.realm {
-			standing = s.replyStanding
-		}
-		st, why, err := standing(tx, cl.Message, cl.Thread)
+		st, why, err := s.replyStanding(tx, cl.Message, cl.Thread)
 		switch {
 		case err != nil:
 			return nil, err
@@ -511,8 +505,13 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 // replyStanding is replyOutcome for a record a reply names in a thread of
 // this realm: a missingError while it is a reply not held yet, or held and
 // not decided, unless a realm it waits on is refused here (its word will
-// not come).
+// not come). Only this realm's own word is waited for: in another realm's
+// thread it is replyOutcome, since that realm's word may never come here
+// (it may not hold the reply, or be gone).
 func (s *Service) replyStanding(tx *store.Tx, id, thread rid) (string, *Refusal, error) {
+	if thread.Realm != s.realm {
+		return s.replyOutcome(tx, id, thread)
+	}
 	if id.Realm == thread.Realm {
 		return "", nil, nil
 	}
