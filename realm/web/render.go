@@ -163,15 +163,15 @@ var apiPointer = regexp.MustCompile(`;? ?(see|use|re-read with) [a-z_]+\.?$`)
 
 func consoleError(path string, ref *protocol.Refusal) errorPage {
 	e := errorPage{Reason: ref.Reason, Message: apiPointer.ReplaceAllString(ref.Message, "."), Back: Prefix, BackText: "Back to the work queue"}
-	for _, l := range []struct{ prefix, href, text string }{
-		{"/console/threads", "/console/threads", "Back to the threads"},
-		{"/console/boards", "/console/boards", "Back to the boards"},
-		{"/console/corpus", "/console/corpus", "Back to the corpus"},
-		{"/console/tokens", "/console/tokens", "Back to the tokens"},
-		{"/console/federation", "/console/federation", "Back to the federation"},
+	for _, l := range []struct{ path, text string }{
+		{"/console/threads", "Back to the threads"},
+		{"/console/boards", "Back to the boards"},
+		{"/console/corpus", "Back to the corpus"},
+		{"/console/tokens", "Back to the tokens"},
+		{"/console/federation", "Back to the federation"},
 	} {
-		if strings.HasPrefix(path, l.prefix) {
-			e.Back, e.BackText = l.href, l.text
+		if strings.HasPrefix(path, l.path) {
+			e.Back, e.BackText = l.path, l.text
 		}
 	}
 	switch {
