@@ -348,6 +348,10 @@ func (n *Node) safe(err error, op string) *protocol.Refusal {
 		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's new events wait until its chain was compared with its peers' (after a restore, or a start on an older copy of its store). Retry shortly.").
 			With("retry_after_seconds", 5)
 	}
+	if errors.Is(err, session.ErrBusy) {
+		return protocol.Refusef(protocol.ReasonUnavailable, "Too many passwords are being checked at once; try again in a few seconds.").
+			With("retry_after_seconds", 5)
+	}
 	if errors.Is(err, store.ErrFailed) {
 		// Once a minute at most: every write is refused the same way
 		// until the restart, and a busy node would log each one.

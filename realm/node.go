@@ -315,7 +315,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		Realm: string(name), HumanID: human, Version: Version,
 		Registry: n.reg, Sessions: n.sessions, Store: st,
 		Human: n.auth.human, CheckSecret: n.auth.isHumanSecret,
-		TrustForwardedProto: cfg.TrustForwardedProto, Logger: cfg.Logger,
+		TrustForwardedProto: cfg.TrustForwardedProto, Logger: cfg.Logger, Refusal: n.safe,
 	})
 	n.handler = n.routes()
 	return n, nil

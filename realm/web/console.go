@@ -46,6 +46,10 @@ type Config struct {
 	CheckSecret func(string) bool
 	// TrustForwardedProto: see realm.Config.
 	TrustForwardedProto bool
+	// Refusal says what a person may see of an error, as the API says it
+	// (the node's failures, a full disk, …), logging what it may not; nil
+	// shows refusals as they are and anything else as internal.
+	Refusal func(err error, op string) *protocol.Refusal
 	// LoginsPerMinute bounds login attempts per client address; 0 means 10.
 	LoginsPerMinute int
 	Logger          *slog.Logger
@@ -271,18 +275,12 @@ func asMap(v any) (map[string]any, error) {
 // refusal is an error as the human may read it: a refusal's reason and
 // message; anything else is logged and shown as internal.
 func (c *Console) refusal(err error) *protocol.Refusal {
+	if c.cfg.Refusal != nil {
+		return c.cfg.Refusal(err, "console")
+	}
 	var ref *protocol.Refusal
 	if errors.As(err, &ref) {
 		return ref
-	}
-	if errors.Is(err, store.ErrDiskFull) {
-		return protocol.Refusef(protocol.ReasonUnavailable, "The node's disk is nearly full: writes are refused until space is freed; reads still work.")
-	}
-	if errors.Is(err, store.ErrAuthoringHeld) {
-		return protocol.Refusef(protocol.ReasonUnavailable, "This realm's new events wait until its chain was compared with its peers' (after a restore, or a start on an older copy of its store). Retry shortly.")
-	}
-	if errors.Is(err, session.ErrBusy) {
-		return protocol.Refusef(protocol.ReasonUnavailable, "Too many passwords are being checked at once; try again in a few seconds.")
 	}
 	c.log.Error("console: operation failed", "err", err)
 	return protocol.Refuse(protocol.ReasonInternal)
