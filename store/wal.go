@@ -168,40 +168,41 @@ func openWAL(db *badger.DB, dbDir string, log *slog.Logger) (*wal, int, error) {
 			errWALDamaged, mark, segs[0], mark+1, segs[0]-1)
 	}
 	w.mark = mark
-	// First read the log through, cutting a torn tail, to learn where it
-	// ends; then replay it. Replaying every record still held, in order,
-	// leaves each key as the last record left it whatever Badger kept (a
-	// power loss may cost Badger any part of its unsynced commits). But
-	// if the log ends before records Badger holds (its last records were
-	// damaged, and cut), replaying the ones before would set keys back
-	// under the newer values of those: then Badger is trusted up to its
-	// mark, and only the records after it would be replayed (none).
-	replayed := 0
-	for pass, from := 0, uint64(math.MaxUint64); pass < 2; pass++ {
-		replayed, w.next = 0, 0
-		for i, first := range segs {
-			if i == 0 {
-				w.next = first
-			}
-			if first != w.next {
-				return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
-			}
-			n, err := w.replay(db, first, i == len(segs)-1, from)
-			if err != nil {
-				return nil, 0, err
-			}
-			if end := first + uint64(n); end > from { // records from..end-1 were applied
-				replayed += int(end - max(from, first))
-			}
-			w.next += uint64(n)
+	// Replaying every record still held, in order, leaves each key as the
+	// last record left it whatever Badger kept (a power loss may cost
+	// Badger any part of its unsynced commits). But if the log ends before
+	// records Badger holds (its last records were damaged, and cut),
+	// replaying the ones before would set keys back under the newer values
+	// of those: then Badger is trusted up to its mark, and only the records
+	// after it would be replayed (none). Only the newest segment may end
+	// early (an older one that does is damage), so it alone is read first,
+	// cutting a torn tail, to learn where the log ends.
+	var from uint64
+	if n := len(segs); marked && n > 0 {
+		read, err := w.replay(db, segs[n-1], true, math.MaxUint64)
+		if err != nil {
+			return nil, 0, err
 		}
-		from = 0
-		if marked && w.next <= mark {
+		if segs[n-1]+uint64(read) <= mark {
 			from = mark + 1
 		}
 	}
-	if len(segs) == 0 {
-		w.next = 1
+	replayed := 0
+	for i, first := range segs {
+		if i == 0 {
+			w.next = first
+		}
+		if first != w.next {
+			return nil, 0, fmt.Errorf("%w: segment %s follows record %d", errWALDamaged, segmentName(first), w.next-1)
+		}
+		n, err := w.replay(db, first, i == len(segs)-1, from)
+		if err != nil {
+			return nil, 0, err
+		}
+		if end := first + uint64(n); end > from { // records from..end-1 were applied
+			replayed += int(end - max(from, first))
+		}
+		w.next += uint64(n)
 	}
 	if marked && w.next <= mark {
 		w.warn("store: the write-ahead log ends before records the store holds; they are not replayed, and numbering goes on after them", "log_ends", w.next-1, "store_holds", mark)
