@@ -84,19 +84,7 @@ func TestLongerForkIsSeen(t *testing.T) {
 // them). It returns the net (closed when the test ends) and r2.
 func olderCopy(t *testing.T, after int, cut bool) (*Net, *Realm) {
 	t.Helper()
-	net, err := Start(Config{Realms: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { net.Close() })
-	home := net.Realms[1]
-	openThreads(t, home, 2)
-	if err := net.WaitConverged(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := home.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	net, home := stoppedHome(t, 2)
 	backup := t.TempDir() + "/copy"
 	if err := os.CopyFS(backup, os.DirFS(home.Dir)); err != nil {
 		t.Fatal(err)
@@ -247,22 +235,31 @@ func TestRestoredIsLatest(t *testing.T) {
 // ends), r2, stopped, and the export.
 func exportedRealm(t *testing.T) (*Net, *Realm, *bytes.Buffer) {
 	t.Helper()
+	net, home := stoppedHome(t, 1)
+	var export bytes.Buffer
+	if _, err := realm.Export(context.Background(), realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
+		t.Fatal(err)
+	}
+	return net, home, &export
+}
+
+// stoppedHome runs two realms, r2 opening threads threads, and stops r2
+// once the two converged. It returns the net (closed when the test ends)
+// and r2.
+func stoppedHome(t *testing.T, threads int) (*Net, *Realm) {
+	t.Helper()
 	net, err := Start(Config{Realms: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { net.Close() })
 	home := net.Realms[1]
-	openThreads(t, home, 1)
+	openThreads(t, home, threads)
 	if err := net.WaitConverged(20 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := home.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	var export bytes.Buffer
-	if _, err := realm.Export(context.Background(), realm.ExportConfig{DataDir: home.Dir, Out: &export, WithKey: true}); err != nil {
-		t.Fatal(err)
-	}
-	return net, home, &export
+	return net, home
 }
