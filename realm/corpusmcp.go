@@ -232,8 +232,8 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 				writeRefusalAs(w, protocol.Refuse(protocol.ReasonInternal), api.Corpus)
 				return
 			}
-			if _, ref := n.limiter.allow(nil, r); ref != nil { // as refusedCredential
-				writeRefusalAs(w, ref, api.Corpus)
+			if limited := n.refusedCredential(r, nil); limited != nil {
+				writeRefusalAs(w, limited, api.Corpus)
 				return
 			}
 			why := strings.TrimPrefix(strings.TrimPrefix(err.Error(), auth.ErrInvalidToken.Error()), ": ")

@@ -153,7 +153,8 @@ func refundRejected(a *admission, op *api.Operation, err error) {
 // refusedCredential is the answer to a request whose credential did not
 // authenticate: err, or rate_limited once its client address has sent
 // more such requests (with requests without a credential) than the limit
-// allows, so that trying credentials is limited like anything else.
+// allows, so that trying credentials is limited like anything else. With
+// err nil it is nil unless the address is over the limit.
 func (n *Node) refusedCredential(r *http.Request, err error) error {
 	if _, ref := n.limiter.allow(nil, r); ref != nil {
 		return ref
