@@ -548,6 +548,7 @@ func (c *committer) resnap() {
 type recentWrites struct {
 	cur, old map[string]write
 	bytes    int
+	size     int // entries the last full generation held: the next one's size hint
 }
 
 const (
@@ -569,13 +570,17 @@ func (r *recentWrites) add(writes map[string]write) {
 		return
 	}
 	if r.cur == nil {
-		r.cur = make(map[string]write, len(writes))
+		// Sized for a whole generation at once: growing a map of
+		// thousands of entries by rehashing took about 4 % of the
+		// committer's time during posts.
+		r.cur = make(map[string]write, max(len(writes), r.size))
 	}
 	for k, w := range writes {
 		r.cur[k] = w
 		r.bytes += len(k) + len(w.val)
 	}
 	if r.bytes >= recentBytes {
+		r.size = len(r.cur)
 		r.old, r.cur, r.bytes = r.cur, nil, 0
 	}
 }
