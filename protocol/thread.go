@@ -181,6 +181,10 @@ func SideChange(t ThreadState, to State, s Standing) (*Change, *Refusal) {
 		return nil, Refusef(ReasonThreadClosed, "The thread is closed; reopen it first.")
 	case IsSide(t.State) && t.Confirmed:
 		return nil, Refusef(ReasonStateInvalid, "The thread is already %s; reopen it first.", t.State)
+	case t.Confirmed && t.Origin == OriginUser && s < StandingHuman:
+		// Higher beats lower: setting aside what the human marked would
+		// undo it, as a reopen would.
+		return nil, Refusef(ReasonThreadAuthority, "The human made this thread %s; only the human sets it aside.", t.State)
 	}
 	before := t.State
 	if IsSide(before) || before == StateClosed { // replacing a proposal keeps what it would restore

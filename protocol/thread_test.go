@@ -411,8 +411,13 @@ var sideChangeTests = []sideChangeTest{
 	// Proposal or confirmed by standing; Before records what reopen restores.
 	{"the creator defers: a proposal", NewThread(), StateDeferred, StandingCreator,
 		&Change{To: StateDeferred, Origin: OriginLLM, Before: StateOpen}, "", nil},
-	{"a lock holder obsoletes: confirmed", byHuman(StateAnswered, ""), StateObsolete, StandingLock,
+	{"a lock holder obsoletes: confirmed", byLock(StateAnswered, ""), StateObsolete, StandingLock,
 		&Change{To: StateObsolete, Origin: OriginLLM, Confirmed: true, Before: StateAnswered}, "", nil},
+	// Higher beats lower: what the human marked, only the human sets aside.
+	{"a lock holder over the human's decision", byHuman(StateDecided, ""), StateRejected, StandingLock, nil, ReasonThreadAuthority, nil},
+	{"the creator over the human's answer", byHuman(StateAnswered, ""), StateObsolete, StandingCreator, nil, ReasonThreadAuthority, nil},
+	{"the human over the human's decision", byHuman(StateDecided, ""), StateObsolete, StandingHuman,
+		&Change{To: StateObsolete, Origin: OriginUser, Confirmed: true, Before: StateDecided}, "", nil},
 	{"the human rejects: confirmed, origin user", proposed(StateDecided, ""), StateRejected, StandingHuman,
 		&Change{To: StateRejected, Origin: OriginUser, Confirmed: true, Before: StateDecided}, "", nil},
 

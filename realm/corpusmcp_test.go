@@ -517,7 +517,7 @@ func TestCorpusMCPScopesAndAudience(t *testing.T) {
 	var out map[string]any
 	json.NewDecoder(resp.Body).Decode(&out)
 	resp.Body.Close()
-	if resp.StatusCode != 413 || corpusCode(out) != "payload_too_large" {
+	if resp.StatusCode != 413 || corpusCode(out) != "message_too_large" {
 		t.Fatalf("body over the limit: %d %v", resp.StatusCode, out)
 	}
 }

@@ -272,13 +272,13 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			}
 		}
 		if r.ContentLength > n.cfg.MaxBodyBytes {
-			return nil, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes)
+			return nil, n.bodyTooLarge(op.Surface)
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
 		if err != nil {
 			var tooBig *http.MaxBytesError
 			if errors.As(err, &tooBig) {
-				return nil, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes)
+				return nil, n.bodyTooLarge(op.Surface)
 			}
 			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The body could not be read.")
 		}
@@ -471,4 +471,23 @@ func (n *Node) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// errBodyLimit is the cause of every refusal of a request body over
+// Config.MaxBodyBytes: such a write is not refunded (refundRejected).
+var errBodyLimit = errors.New("request body over the limit")
+
+// bodyTooLarge refuses a request body over the node's limit, in the
+// words of the surface: Parley's payload_too_large ("body too big"); the
+// corpus's message_too_large, since its payload_too_large names the
+// 65,536-byte limit of a message's payload, and a body this large is far
+// over the 102,400 bytes of a whole event.
+func (n *Node) bodyTooLarge(surface api.Surface) *protocol.Refusal {
+	reason := protocol.ReasonPayloadTooLarge
+	if surface == api.Corpus {
+		reason = protocol.ReasonMessageTooLarge
+	}
+	ref := protocol.Refusef(reason, "The request body is over %d bytes.", n.cfg.MaxBodyBytes).With("limit_bytes", n.cfg.MaxBodyBytes)
+	ref.Cause = errBodyLimit
+	return ref
 }

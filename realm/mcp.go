@@ -227,14 +227,14 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	// Read the body here, so a request over the limit gets the same
 	// refusal as over HTTP, before any of it reaches the SDK.
 	if r.ContentLength > n.cfg.MaxBodyBytes {
-		writeRefusalAs(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes), e.surface)
+		writeRefusalAs(w, n.bodyTooLarge(e.surface), e.surface)
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, n.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeRefusalAs(w, protocol.Refuse(protocol.ReasonPayloadTooLarge).With("limit_bytes", n.cfg.MaxBodyBytes), e.surface)
+			writeRefusalAs(w, n.bodyTooLarge(e.surface), e.surface)
 			return
 		}
 		unreadable := protocol.ReasonInvalidBody

@@ -184,6 +184,9 @@ func TestRefusalParity(t *testing.T) {
 	tn.post(t, tn.operator, "/api/v1/threads/th_2/close", map[string]any{})
 	tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "humans only", "claims": []any{map[string]any{"statement": "s3"}}})
 	tn.post(t, tn.operator, "/api/v1/threads/th_3/llm-replies", map[string]any{"forbidden": true})
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "decided by the human"})
+	tn.post(t, tn.operator, "/api/v1/threads/th_4/messages", map[string]any{"kind": "decide", "body": "so it is"})
+	tn.post(t, a, "/api/v1/boards", map[string]any{"slug": "other", "name": "Other"})
 	applicant := map[string]any{"label": "newbie", "purpose": "p", "model": "m", "client": "c", "provider": "pr", "contact": "x@example.org"}
 	r1 := tn.post(t, "", "/api/v1/tokens/request", applicant)
 	tn.post(t, "", "/api/v1/tokens/request", applicant)
@@ -214,6 +217,10 @@ func TestRefusalParity(t *testing.T) {
 		{"user_session_required", a, "POST", "/api/v1/tokens", "post_tokens", map[string]any{"label": "x"}, 403},
 		{"user_session_required", a, "POST", "/api/v1/threads/th_1/llm-replies", "post_threads_id_llm_replies", map[string]any{"id": "th_1", "forbidden": true}, 403},
 		{"board_not_found", a, "POST", "/api/v1/boards/99/threads", "post_boards_id_threads", map[string]any{"id": 99, "kind": "ask", "body": "x"}, 404},
+		{"board_not_found", a, "POST", "/api/v1/boards/99/threads", "post_boards_id_threads", map[string]any{"id": 99, "kind": "note", "body": "x", "thread": "th_1"}, 404},
+		{"thread_not_found", a, "POST", "/api/v1/boards/2/threads", "post_boards_id_threads", map[string]any{"id": 2, "kind": "note", "body": "x", "thread": "th_1"}, 404},
+		{"invalid_body", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "inconclusive", "note": "a\u0001b"}, 400},
+		{"thread_authority_missing", a, "POST", "/api/v1/threads/th_4/state", "post_threads_id_state", map[string]any{"id": "th_4", "state": "obsolete"}, 403},
 		{"thread_not_found", a, "POST", "/api/v1/threads/th_99/messages", "post_threads_id_messages", map[string]any{"id": "th_99", "kind": "note", "body": "x"}, 404},
 		{"parent_not_found", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "parent": "msg_99"}, 404},
 		{"claim_not_found", a, "GET", "/api/v1/claims/cl_99", "get_claims_id", map[string]any{"id": "cl_99"}, 404},
@@ -225,6 +232,7 @@ func TestRefusalParity(t *testing.T) {
 		{"nothing_to_confirm", tn.operator, "POST", "/api/v1/threads/th_1/confirm", "post_threads_id_confirm", map[string]any{"id": "th_1"}, 409},
 		{"llm_reply_forbidden", b, "POST", "/api/v1/threads/th_3/messages", "post_threads_id_messages", map[string]any{"id": "th_3", "kind": "answer", "body": "x"}, 403},
 		{"llm_reply_forbidden", b, "POST", "/api/v1/claims/cl_3/attest", "post_claims_id_attest", map[string]any{"id": "cl_3", "verdict": "supports"}, 403},
+		{"llm_reply_forbidden", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_3"}, "evidence": []any{map[string]any{"kind": "note", "value": "v"}}}, 403},
 		{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_2"}}, 400},
 		{"evidence_required", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "refutes"}, 400},
 		{"claim_superseded", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "supports"}, 409},

@@ -144,7 +144,7 @@ func withAdmission(ctx context.Context, a *admission) context.Context {
 func refundRejected(a *admission, op *api.Operation, err error) {
 	var ref *protocol.Refusal
 	if a == nil || !a.agent || !errors.As(err, &ref) || op.Surface != api.Corpus || op.Method != http.MethodPost ||
-		ref.Status() >= 500 || ref.Reason == protocol.ReasonPayloadTooLarge {
+		ref.Status() >= 500 || errors.Is(err, errBodyLimit) {
 		return
 	}
 	a.refund()

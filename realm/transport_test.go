@@ -195,13 +195,16 @@ func TestRejectedWritesDoNotCount(t *testing.T) {
 	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(4))
 	n := tn.Node
 	a := tn.registerAgent(t, true) // the guide is a document, not an operation: not counted
-	for i := range 8 {
-		body := map[string]any{"subject": "", "content": "x"}
-		if i%2 == 1 {
+	for i := range 9 {
+		body, status := map[string]any{"subject": "", "content": "x"}, 400
+		switch i % 3 {
+		case 1:
 			body = map[string]any{"subject": "s", "content": "x", "kind": []string{"rant"}}
+		case 2: // the payload's own limit, not the body's
+			body, status = map[string]any{"subject": "s", "payload": strings.Repeat("p", 65540)}, 413
 		}
-		if status, out, _ := tn.write(t, a, "/createConversation", "bad-"+itoa(uint64(i)), body); status != 400 {
-			t.Fatalf("rejected write %d: %d %v", i, status, out)
+		if got, out, _ := tn.write(t, a, "/createConversation", "bad-"+itoa(uint64(i)), body); got != status {
+			t.Fatalf("rejected write %d: %d %v", i, got, out)
 		}
 	}
 	for i := range 4 {
@@ -211,6 +214,20 @@ func TestRejectedWritesDoNotCount(t *testing.T) {
 	}
 	if status, out, _ := tn.write(t, a, "/createConversation", "over", map[string]any{"subject": "s", "content": "x"}); status != 429 || corpusCode(out) != "rate_limited" {
 		t.Fatalf("over the allowance: %d %v", status, out)
+	}
+
+	// A body over the node's limit is counted: the node read it.
+	tn2 := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(2), func(c *Config) { c.MaxBodyBytes = 1 << 10 })
+	b := tn2.registerAgent(t, true)
+	big := map[string]any{"subject": "s", "content": strings.Repeat("c", 2<<10)}
+	if status, out, _ := tn2.write(t, b, "/createConversation", "big", big); status != 413 || corpusCode(out) != "message_too_large" {
+		t.Fatalf("a body over the limit: %d %v", status, out)
+	}
+	if status, out, _ := tn2.write(t, b, "/createConversation", "ok", map[string]any{"subject": "s", "content": "x"}); status != 201 {
+		t.Fatalf("the allowance's second write: %d %v", status, out)
+	}
+	if status, out, _ := tn2.write(t, b, "/createConversation", "over", map[string]any{"subject": "s", "content": "x"}); status != 429 {
+		t.Fatalf("after a body over the limit and a write: %d %v", status, out)
 	}
 
 	tok, err := n.auth.Issue(t.Context(), "agent", nil, false)

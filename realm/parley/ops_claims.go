@@ -111,8 +111,8 @@ func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimRe
 	if ref := protocol.CheckEvidence("evidence", in.Evidence, l.URL); ref != nil {
 		return ClaimResult{}, ref
 	}
-	if protocol.CodePoints(in.Note) > 500 {
-		return ClaimResult{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
+	if err := checkNote(in.Note); err != nil {
+		return ClaimResult{}, err
 	}
 	ext := ""
 	if in.From != nil && in.From.Extension != "" {
@@ -144,8 +144,8 @@ type sealIn struct {
 }
 
 func (s *Service) seal(ctx context.Context, c *api.Call, in sealIn) (ClaimResult, error) {
-	if protocol.CodePoints(in.Note) > 500 {
-		return ClaimResult{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
+	if err := checkNote(in.Note); err != nil {
+		return ClaimResult{}, err
 	}
 	return s.claimWrite(ctx, c.Principal, in.ID, evClaimSealed, func(_ *store.Tx, cl *claimRec) (any, error) {
 		if cl.Realm != s.realm {

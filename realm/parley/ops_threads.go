@@ -300,11 +300,15 @@ type noteIn struct {
 	Note string          `json:"note,omitempty" jsonschema:"why, at most 500 characters"`
 }
 
-func (n noteIn) check() error {
-	if protocol.CodePoints(n.Note) > 500 {
+func (n noteIn) check() error { return checkNote(n.Note) }
+
+// checkNote checks the note of a state change, an attestation or a seal:
+// at most 500 characters, no control characters.
+func checkNote(note string) error {
+	if protocol.CodePoints(note) > 500 {
 		return protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
 	}
-	if ref := protocol.CheckControl("note", n.Note); ref != nil {
+	if ref := protocol.CheckControl("note", note); ref != nil {
 		return ref
 	}
 	return nil

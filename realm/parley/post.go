@@ -84,10 +84,13 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			}
 			tid, t = id, held
 			if board != "" {
-				if bid, ok, err := s.boardRef(tx, board); err != nil || !ok || bid != t.board() {
-					if err != nil {
-						return nil, err
-					}
+				bid, ok, err := s.boardRef(tx, board)
+				switch {
+				case err != nil:
+					return nil, err
+				case !ok:
+					return nil, protocol.Refusef(protocol.ReasonBoardNotFound, "No board %q; see get_boards.", board)
+				case bid != t.board():
 					return nil, protocol.Refusef(protocol.ReasonThreadNotFound, "Thread %q is not on board %q.", env.Thread, board)
 				}
 			}
@@ -149,6 +152,16 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 				return nil, err
 			} else if st == ReplyRefused {
 				return nil, notInThread(protocol.ReasonClaimNotFound, fmt.Sprintf("Claim %q", r), c.Thread, why).With("field", "refutes")
+			}
+			if !p.Human {
+				// Refuting is a reaction in the claim's thread, as an
+				// attestation is (ops_claims.go).
+				var ct threadRec
+				if ok, err := s.recs.threads.Get(tx, key(pfxThread, c.Thread.bytes()), &ct); err != nil {
+					return nil, err
+				} else if ok && ct.NoLLM {
+					return nil, protocol.Refusef(protocol.ReasonLLMReplyForbidden, "The human forbade AI reactions in the thread of claim %q, refutations included.", r).With("field", "refutes")
+				}
 			}
 			if _, ref := protocol.ClaimRefute(c.State); ref != nil {
 				return nil, ref
