@@ -317,7 +317,7 @@ func checkProvenance(p map[string]any, maxURL int) *Refusal {
 		}
 		switch x := v.(type) {
 		case string:
-			if (strings.HasPrefix(x, "http://") || strings.HasPrefix(x, "https://")) && CodePoints(x) > maxURL {
+			if isHTTPURL(x) && CodePoints(x) > maxURL {
 				return invalid(path, "max_length", "A URL holds at most %d characters.", maxURL)
 			}
 		case map[string]any:
@@ -336,6 +336,17 @@ func checkProvenance(p map[string]any, maxURL int) *Refusal {
 		return nil
 	}
 	return walk("provenance", p, 1)
+}
+
+// isHTTPURL reports whether s starts as an http or https URL does, in any
+// case (schemes are case-insensitive).
+func isHTTPURL(s string) bool {
+	for _, p := range []string{"http://", "https://"} {
+		if len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Ref is a reference to a Parley record: a key or a CID.

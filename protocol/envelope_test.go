@@ -146,6 +146,8 @@ var validateTests = []validateTest{
 	{"provenance nested 16 deep", func(e *Envelope) { e.Provenance = map[string]any{"x": nestedArrays(15)} }, "", nil},
 	{"provenance nested 17 deep", func(e *Envelope) { e.Provenance = map[string]any{"x": nestedArrays(16)} }, ReasonInvalidBody, fieldRule("provenance", "max_depth")},
 	{"provenance nested 31 deep", func(e *Envelope) { e.Provenance = map[string]any{"x": nestedArrays(30)} }, ReasonInvalidBody, fieldRule("provenance", "max_depth")},
+	{"provenance URL of 2001 in capitals", func(e *Envelope) { e.Provenance = map[string]any{"source": "HTTPS://" + urlOf(2001)[len("https://"):]} },
+		ReasonInvalidBody, fieldRule("provenance.source", "max_length")},
 	{"provenance long text that is no URL", func(e *Envelope) { e.Provenance = map[string]any{"note": strings.Repeat("a", 3000)} }, "", nil},
 
 	// claims: ≤ 10, statement 1–500, evidence ≤ 16 of the eight kinds.

@@ -39,8 +39,11 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 	case has("integer"):
 		// An integer beyond 64 bits is the nearest one within: a limit
 		// or offset is clamped as the seed says, a range refused by its
-		// bounds, rather than the number refused as not one.
-		if i, err := strconv.ParseInt(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// bounds, rather than the number refused as not one. Where text
+		// is taken too (a key or its number), such digits stay text, as
+		// MCP hands them over, and name what the client sent.
+		i, err := strconv.ParseInt(v, 10, 64)
+		if err == nil || errors.Is(err, strconv.ErrRange) && !has("string") {
 			return i
 		}
 	case has("number"):

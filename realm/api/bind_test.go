@@ -142,4 +142,15 @@ func TestArgValueBeyond64Bits(t *testing.T) {
 			t.Errorf("ArgValue(%q) = %#v, want %#v", in, got, want)
 		}
 	}
+	// A key or its number: digits beyond 64 bits stay what was sent.
+	key := &jsonschema.Schema{Types: []string{"string", "integer"}}
+	for in, want := range map[string]any{
+		"12":                   int64(12),
+		"18446744073709551616": "18446744073709551616",
+		"th_3":                 "th_3",
+	} {
+		if got := ArgValue(key, []string{in}); got != want {
+			t.Errorf("ArgValue(key, %q) = %#v, want %#v", in, got, want)
+		}
+	}
 }
