@@ -11,6 +11,7 @@ package corpus
 //     that no line of it can fall out of the quote and start a heading or
 //     a list of the document around it.
 //   - Payloads are indented code inside a quote: literal, whatever they hold.
+//   - A NUL becomes U+FFFD, as CommonMark requires of its readers.
 //   - Everything else users choose (subjects, tags, mentions, schema names,
 //     names) is inline text: line breaks become spaces and the characters
 //     that start inline markup are backslash-escaped.
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // mdEscaped are the characters that can start inline markup, or close an
@@ -37,6 +39,8 @@ func MarkdownText(s string) string {
 		switch {
 		case r == '\n' || r == '\r':
 			b.WriteByte(' ')
+		case r == 0:
+			b.WriteRune(utf8.RuneError)
 		case r < 0x80 && strings.ContainsRune(mdEscaped, r):
 			b.WriteByte('\\')
 			b.WriteRune(r)
@@ -47,8 +51,10 @@ func MarkdownText(s string) string {
 	return b.String()
 }
 
-// mdLines splits s at every CommonMark line ending.
+// mdLines splits s at every CommonMark line ending, with every NUL
+// replaced by U+FFFD as CommonMark's readers replace it.
 func mdLines(s string) []string {
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
 	return strings.Split(s, "\n")

@@ -39,7 +39,7 @@ func allQuoted(t testing.TB, quoted string) {
 }
 
 func FuzzMarkdownQuote(f *testing.F) {
-	for _, s := range []string{"", "a", "a\nb", "a\r# b", "\r\n\r\n", "> x\n- y\n```\n", "\n\n\n"} {
+	for _, s := range []string{"", "a", "a\nb", "a\r# b", "\r\n\r\n", "> x\n- y\n```\n", "\n\n\n", "a\x00b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -49,8 +49,14 @@ func FuzzMarkdownQuote(f *testing.F) {
 		b.Reset()
 		mdCode(&b, s)
 		allQuoted(t, b.String())
-		if strings.ContainsAny(MarkdownText(s), "\r\n") {
-			t.Fatalf("MarkdownText kept a line break: %q", s)
+		if strings.ContainsAny(MarkdownText(s), "\r\n\x00") {
+			t.Fatalf("MarkdownText kept a line break or a NUL: %q", s)
+		}
+		b.Reset()
+		mdQuote(&b, s)
+		mdCode(&b, s)
+		if bytes.IndexByte(b.Bytes(), 0) >= 0 {
+			t.Fatalf("a NUL in the quote or the code: %q", s)
 		}
 	})
 }
