@@ -637,3 +637,28 @@ func TestCorpusMCPResources(t *testing.T) {
 		}
 	}
 }
+
+// TestCorpusMCPResourceReadCountsOnce: a resources/read counts against the
+// grant, as the MCP request it is, and not a second time against its
+// address as an anonymous GET: with the address's allowance spent, it is
+// still served, and it is never answered "not found" for want of one.
+func TestCorpusMCPResourceReadCountsOnce(t *testing.T) {
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(20))
+	base := tn.srv.URL
+	read := newOAuthClient(t, base, nil).grant(t, "toastmachine:read")["access_token"].(string)
+	for i := 0; ; i++ {
+		if status, _ := tn.do(t, "GET", "/kind", "", nil); status == 429 {
+			break
+		} else if i > 20 {
+			t.Fatal("the address's allowance never ran out")
+		}
+	}
+	for i := range 3 {
+		_, body := mcpCall(t, base, "", read, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"corpus://kind"}}`)
+		var out map[string]any
+		json.Unmarshal(body, &out)
+		if out["result"] == nil {
+			t.Fatalf("resources/read %d with the address's allowance spent: %s", i, body)
+		}
+	}
+}

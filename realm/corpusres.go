@@ -60,8 +60,8 @@ func (n *Node) addCorpusResources(srv *mcp.Server) {
 type originKey struct{}
 
 // withOrigin carries the MCP request to the resources read for it: their
-// documents name this node as that request reached it, and it is the
-// caller whose rate limit a read counts against.
+// documents name this node as that request reached it. The read itself is
+// not counted again (admittedKey): the MCP request was.
 func withOrigin(ctx context.Context, r *http.Request) context.Context {
 	return context.WithValue(ctx, originKey{}, r)
 }
@@ -85,7 +85,7 @@ func (n *Node) readCorpusResource(ctx context.Context, req *mcp.ReadResourceRequ
 	if accept == "" {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}
-	get := httptest.NewRequestWithContext(ctx, http.MethodGet, (&url.URL{Path: path}).String(), nil)
+	get := httptest.NewRequestWithContext(context.WithValue(ctx, admittedKey{}, true), http.MethodGet, (&url.URL{Path: path}).String(), nil)
 	get.Header.Set("Accept", accept)
 	if orig, ok := ctx.Value(originKey{}).(*http.Request); ok {
 		get.Host, get.RemoteAddr = orig.Host, orig.RemoteAddr
@@ -95,8 +95,22 @@ func (n *Node) readCorpusResource(ctx context.Context, req *mcp.ReadResourceRequ
 	}
 	rec := httptest.NewRecorder()
 	n.Handler().ServeHTTP(rec, get)
-	if rec.Code != http.StatusOK {
+	switch {
+	case rec.Code == http.StatusNotFound:
 		return nil, mcp.ResourceNotFoundError(uri)
+	case rec.Code != http.StatusOK:
+		// Not the resource's absence (the node unavailable, say): said
+		// as the node said it, not as "not found".
+		msg := http.StatusText(rec.Code)
+		var body struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &body) == nil && body.Error.Message != "" {
+			msg = body.Error.Message
+		}
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "Reading " + uri + ": " + msg}
 	}
 	mt, _, err := mime.ParseMediaType(rec.Header().Get("Content-Type"))
 	if err != nil {

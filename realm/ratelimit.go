@@ -65,7 +65,7 @@ type admission struct {
 // allow admits one request of the caller, or returns a rate_limited
 // refusal saying when to retry.
 func (l *limiter) allow(p *api.Principal, r *http.Request) (*admission, *protocol.Refusal) {
-	if l == nil || l.perMinute <= 0 {
+	if l == nil || l.perMinute <= 0 || r.Context().Value(admittedKey{}) != nil {
 		return nil, nil
 	}
 	k := clientKey(p, r)
@@ -126,6 +126,12 @@ func (l *limiter) sweep(now time.Duration) {
 }
 
 type admissionKey struct{}
+
+// admittedKey marks a request the node makes to itself on behalf of one
+// the limiter counted already (an MCP resources/read, served by a GET of
+// the resource): the limiter lets it through rather than count the caller
+// twice, the second time as an anonymous reader at its address.
+type admittedKey struct{}
 
 // withAdmission carries a request's admission to the operation it runs.
 func withAdmission(ctx context.Context, a *admission) context.Context {
