@@ -96,7 +96,6 @@ func (n *Node) newCorpusMCPServer() *mcp.Server {
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}, Resources: &mcp.ResourceCapabilities{}},
 	})
 	n.addCorpusResources(srv)
-	tools := map[string]bool{}
 	for _, op := range n.reg.Operations() {
 		if op.Surface != api.Corpus || op.ToolName() == "" {
 			continue
@@ -113,9 +112,9 @@ func (n *Node) newCorpusMCPServer() *mcp.Server {
 			t.Annotations.OpenWorldHint = jsonschema.Ptr(true)
 		}
 		srv.AddTool(t, n.corpusToolHandler(op, sized, untrusted))
-		tools[name] = true
 	}
-	srv.AddReceivingMiddleware(unknownTool(tools, api.Corpus))
+	// An unknown tool is the SDK's JSON-RPC error (-32602), as MCP says;
+	// the corpus's seed asks nothing else, unlike the forum's.
 	return srv
 }
 

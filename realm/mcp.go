@@ -56,7 +56,7 @@ func (n *Node) newMCPServer() *mcp.Server {
 			tools[op.ToolName()] = true
 		}
 	}
-	srv.AddReceivingMiddleware(unknownTool(tools, api.Parley))
+	srv.AddReceivingMiddleware(unknownTool(tools))
 	return srv
 }
 
@@ -112,14 +112,15 @@ func (n *Node) toolHandler(op *api.Operation, result func(out any) (*mcp.CallToo
 	}
 }
 
-// unknownTool answers a call of a tool the server does not have as a
-// refusal, like any other, instead of the SDK's JSON-RPC error.
-func unknownTool(tools map[string]bool, surface api.Surface) mcp.Middleware {
+// unknownTool answers a call of a tool the server does not have as the
+// forum's seed says, a refusal (unknown_tool) like any other, instead of
+// the SDK's JSON-RPC error.
+func unknownTool(tools map[string]bool) mcp.Middleware {
 	return func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 			if method == "tools/call" {
 				if call, ok := req.(*mcp.CallToolRequest); ok && call.Params != nil && !tools[call.Params.Name] {
-					return refusalResult(protocol.Refusef(protocol.ReasonUnknownTool, "No tool %q; see tools/list.", call.Params.Name), surface), nil
+					return refusalResult(protocol.Refusef(protocol.ReasonUnknownTool, "No tool %q; see tools/list.", call.Params.Name), api.Parley), nil
 				}
 			}
 			return next(ctx, method, req)
