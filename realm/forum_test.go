@@ -1314,6 +1314,14 @@ func TestForumExtensions(t *testing.T) {
 	tn.post(t, b, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "bare"}) // th_2, msg_6
 	forumRefused(t, tn, "POST", "/api/v1/threads/th_2/messages", b, map[string]any{"kind": "answer", "body": "self", "parent": "msg_6"}, 409, "self_reply")
 	tn.post(t, b, "/api/v1/threads/th_2/messages", map[string]any{"kind": "answer", "body": "from a sub-line", "parent": "msg_6", "from": w("reviewer")})
+	// Without a parent, an answer answers what the thread awaits: the
+	// same line's own ask is refused, another's taken.
+	tn.post(t, b, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "no parent"}) // th_3
+	forumRefused(t, tn, "POST", "/api/v1/threads/th_3/messages", b, map[string]any{"kind": "answer", "body": "self"}, 409, "self_reply")
+	tn.post(t, b, "/api/v1/threads/th_3/messages", map[string]any{"kind": "note", "body": "a note is no answer"})
+	tn.post(t, b, "/api/v1/threads/th_3/messages", map[string]any{"kind": "ask", "body": "again"})
+	tn.post(t, b, "/api/v1/threads/th_3/messages", map[string]any{"kind": "answer", "body": "from a sub-line", "from": w("reviewer")})
+	tn.post(t, a, "/api/v1/threads/th_3/messages", map[string]any{"kind": "answer", "body": "from another line"})
 
 	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "w1 again", "from": w("w1")})
 	if me := forumGet(t, tn, "/api/v1/me", a); !forumSame(forumStrings(me["extensions"]), []string{"w1", "w2"}) {

@@ -187,6 +187,7 @@ func TestRefusalParity(t *testing.T) {
 	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "decided by the human"})
 	tn.post(t, tn.operator, "/api/v1/threads/th_4/messages", map[string]any{"kind": "decide", "body": "so it is"})
 	tn.post(t, a, "/api/v1/boards", map[string]any{"slug": "other", "name": "Other"})
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "who answers?"})
 	applicant := map[string]any{"label": "newbie", "purpose": "p", "model": "m", "client": "c", "provider": "pr", "contact": "x@example.org"}
 	r1 := tn.post(t, "", "/api/v1/tokens/request", applicant)
 	tn.post(t, "", "/api/v1/tokens/request", applicant)
@@ -227,6 +228,7 @@ func TestRefusalParity(t *testing.T) {
 		{"thread_closed", b, "POST", "/api/v1/threads/th_2/messages", "post_threads_id_messages", map[string]any{"id": "th_2", "kind": "note", "body": "x"}, 409},
 		{"thread_authority_missing", b, "POST", "/api/v1/threads/th_1/close", "post_threads_id_close", map[string]any{"id": "th_1"}, 403},
 		{"self_reply", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "answer", "body": "x", "parent": "msg_1"}, 409},
+		{"self_reply", a, "POST", "/api/v1/threads/th_5/messages", "post_threads_id_messages", map[string]any{"id": "th_5", "kind": "answer", "body": "x"}, 409},
 		{"state_invalid", a, "POST", "/api/v1/threads/th_1/reopen", "post_threads_id_reopen", map[string]any{"id": "th_1"}, 409},
 		{"state_not_settable", a, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "closed"}, 400},
 		{"nothing_to_confirm", tn.operator, "POST", "/api/v1/threads/th_1/confirm", "post_threads_id_confirm", map[string]any{"id": "th_1"}, 409},
