@@ -141,6 +141,49 @@ func (n *Node) corpusToolHandler(op *api.Operation, sized, untrusted bool) mcp.T
 	}
 }
 
+// scopeChallenge refuses a tools/call or resources/read whose grant lacks
+// the scope it needs as MCP's authorization says (403 with a Bearer
+// challenge, error="insufficient_scope" and the scope to ask for), so that
+// a client can authorize again for it, before the SDK sees the message.
+// The tool handlers and the resource reader check the scope too, for the
+// messages of a batch.
+func (n *Node) scopeChallenge(o *oauthServer) func(http.ResponseWriter, *http.Request, *api.Principal, []byte) bool {
+	scopes := map[string]string{}
+	for _, op := range n.reg.Operations() {
+		if op.Surface == api.Corpus && op.ToolName() != "" {
+			scopes[op.ToolName()] = toolScope(op)
+		}
+	}
+	return func(w http.ResponseWriter, r *http.Request, p *api.Principal, msg []byte) bool {
+		var m struct {
+			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(msg, &m) != nil {
+			return false // the SDK says what is wrong with it
+		}
+		var need, what string
+		switch m.Method {
+		case "tools/call":
+			need, what = scopes[m.Params.Name], m.Params.Name
+		case "resources/read":
+			need, what = corpus.ScopeRead, "reading resources"
+		}
+		if need == "" || p != nil && p.Agent != nil && p.Agent.HasScope(need) {
+			return false
+		}
+		why := "This grant lacks the " + need + " scope that " + what + " needs."
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", scope="`+need+`", resource_metadata="`+
+			o.resourceMetadataURL(r)+`", error_description="`+quotable(why)+`"`)
+		ref := protocol.Refusef(protocol.ReasonForbidden, "%s", why).With("required_scope", need)
+		ref.HowTo = "Authorize again requesting " + need + " (write does not imply read), then retry with the new access token."
+		writeRefusalAs(w, ref, api.Corpus)
+		return true
+	}
+}
+
 // toolScope is the scope a tool needs: write for the writes (POST) and for
 // get_operation_token, which exists only to make writes retryable; read for
 // the rest.
@@ -194,6 +237,7 @@ func appendRetrievalSize(b []byte) ([]byte, error) {
 // with error="invalid_token" when a token was sent (RFC 6750 §3.1).
 func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 	e := n.newMCPEndpoint(n.newCorpusMCPServer(), api.Corpus)
+	e.refuse = n.scopeChallenge(o)
 	const allow = "POST, OPTIONS"
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -213,7 +257,9 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "/mcp takes POST: one JSON-RPC message per request."), api.Corpus)
 			return
 		}
-		challenge := `Bearer resource_metadata="` + o.resourceMetadataURL(r) + `"`
+		// The scopes a grant needs for every tool and resource (MCP's
+		// scope selection: the client asks for these).
+		challenge := `Bearer resource_metadata="` + o.resourceMetadataURL(r) + `", scope="` + corpus.ScopeRead + " " + corpus.ScopeWrite + `"`
 		// Never the HTTP API's advice: an agent_id is not sent to /mcp.
 		howTo := "Run the OAuth 2.1 flow from the protected-resource metadata at " + o.resourceMetadataURL(r) +
 			" (see /auth.md#mcp-oauth-connection) and send its access token; never send agent_id to /mcp."

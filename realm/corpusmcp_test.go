@@ -464,21 +464,47 @@ func TestCorpusMCPScopesAndAudience(t *testing.T) {
 		{write, "get_messages", map[string]any{}, true},
 		{none, "list_kinds", nil, true},
 	}
+	// A grant without the scope gets MCP's scope challenge, naming the
+	// scope to authorize again for.
+	challenged := func(resp *http.Response, body []byte, scope string) bool {
+		var out map[string]any
+		json.Unmarshal(body, &out)
+		h := resp.Header.Get("WWW-Authenticate")
+		return resp.StatusCode == 403 && corpusCode(out) == "forbidden" && field(out, "error", "details", "required_scope") == scope &&
+			strings.HasPrefix(h, `Bearer error="insufficient_scope", scope="`+scope+`", resource_metadata="`+base+`/.well-known/oauth-protected-resource/mcp"`)
+	}
 	for _, cl := range calls {
-		status, r, _ := rawTool(t, base, cl.token, cl.tool, cl.args)
-		refused := r["isError"] == true
-		if status != 200 || refused != cl.refused || (refused && field(r, "structuredContent", "error", "code") != "forbidden") {
-			t.Errorf("%s with %.12s…: %d %v", cl.tool, cl.token, status, r)
+		msg, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": cl.tool, "arguments": cl.args}})
+		resp, body := mcpCall(t, base, "", cl.token, string(msg))
+		if cl.refused {
+			scope := "toastmachine:read"
+			if cl.token == read {
+				scope = "toastmachine:write"
+			}
+			if !challenged(resp, body, scope) {
+				t.Errorf("%s with %.12s…: %d %v %s", cl.tool, cl.token, resp.StatusCode, resp.Header, body)
+			}
+			continue
+		}
+		var out map[string]any
+		json.Unmarshal(body, &out)
+		if resp.StatusCode != 200 || field(out, "result", "isError") == true {
+			t.Errorf("%s with %.12s…: %d %s", cl.tool, cl.token, resp.StatusCode, body)
 		}
 	}
 	// Resources are read as the read tools are: write does not imply read.
 	for tok, want := range map[string]bool{read: true, write: false} {
-		_, body := mcpCall(t, base, "", tok, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"corpus://auth.md"}}`)
+		resp, body := mcpCall(t, base, "", tok, `{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"corpus://auth.md"}}`)
 		var out map[string]any
 		json.Unmarshal(body, &out)
-		if got := out["result"] != nil; got != want || !want && !strings.Contains(fmt.Sprint(field(out, "error", "message")), "toastmachine:read") {
+		if got := out["result"] != nil; got != want || !want && !challenged(resp, body, "toastmachine:read") {
 			t.Errorf("resources/read with %.12s…: %s", tok, body)
 		}
+	}
+	// In a batch the tool's own check answers, in the result.
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_kinds","arguments":{}}}]`
+	if resp, body := mcpCallVersion(t, base, none, "2025-03-26", batch); resp.StatusCode != 200 || !strings.Contains(string(body), `"isError":true`) || !strings.Contains(string(body), "toastmachine:read") {
+		t.Errorf("a batched call without the scope: %d %s", resp.StatusCode, body)
 	}
 	// A URI that does not parse (a control character) gets an answer: the
 	// SDK would answer nothing at all.

@@ -207,6 +207,9 @@ func unescapeLineSeparators(b []byte) []byte {
 type mcpEndpoint struct {
 	protected, behindProxy http.Handler
 	surface                api.Surface
+	// refuse, when set, sees each single message before the SDK does and
+	// reports whether it answered it (the corpus's scope challenge).
+	refuse func(w http.ResponseWriter, r *http.Request, p *api.Principal, msg []byte) bool
 }
 
 func (n *Node) newMCPEndpoint(srv *mcp.Server, surface api.Surface) *mcpEndpoint {
@@ -284,6 +287,9 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 	} else if reboundHost(r) {
 		// The SDK refuses it too, in plain text; here it is a refusal.
 		writeRefusalAs(w, protocol.Refusef(protocol.ReasonForbidden, "Host %q is not a name of this node: it answers on loopback to loopback names only, a guard against DNS rebinding; a reverse proxy's name is given with --allowed-host.", r.Host), e.surface)
+		return
+	}
+	if !batch && e.refuse != nil && e.refuse(w, r, p, body) {
 		return
 	}
 	serveJSONRPC(h, w, r, body, batch)

@@ -169,13 +169,24 @@ func (c *oauthClientT) grant(t *testing.T, scope string) map[string]any {
 	return out
 }
 
-// mcpStatus posts one JSON-RPC message to /mcp with token and Host.
+// mcpCall posts one JSON-RPC message to /mcp with token and Host.
 func mcpCall(t *testing.T, base, host, token string, msg string) (*http.Response, []byte) {
+	t.Helper()
+	return mcpCallAs(t, base, host, token, "2025-06-18", msg)
+}
+
+// mcpCallVersion is mcpCall at another protocol version, on the node's name.
+func mcpCallVersion(t *testing.T, base, token, version, msg string) (*http.Response, []byte) {
+	t.Helper()
+	return mcpCallAs(t, base, "", token, version, msg)
+}
+
+func mcpCallAs(t *testing.T, base, host, token, version, msg string) (*http.Response, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(msg))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	req.Header.Set("MCP-Protocol-Version", version)
 	if host != "" {
 		req.Host = host
 	}
@@ -785,7 +796,7 @@ func TestCorpusMCPFront(t *testing.T) {
 	if st != 405 || h.Get("Allow") != "POST, OPTIONS" || corpusCode(out) != "method_not_allowed" {
 		t.Fatalf("GET /mcp: %d %v %v", st, h, out)
 	}
-	meta := `resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp"`
+	meta := `resource_metadata="` + base + `/.well-known/oauth-protected-resource/mcp", scope="toastmachine:read toastmachine:write"`
 	for _, tc := range []struct{ token, challenge string }{
 		{"", `Bearer ` + meta},
 		{"garbage", `Bearer ` + meta + `, error="invalid_token", error_description="not an access token of this server"`},
