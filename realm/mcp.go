@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"runtime/debug"
@@ -328,6 +329,7 @@ const (
 	rpcInvalidRequest = -32600
 	rpcMethodNotFound = -32601
 	rpcInvalidParams  = -32602
+	rpcInternalError  = -32603
 )
 
 // paramsNeeded are the methods whose params MCP requires.
@@ -420,6 +422,10 @@ func paramsProblem(method string, raw json.RawMessage) string {
 // answers no notification. A message with an id but neither a method nor a
 // result is no message at all: the SDK would take it for a response.
 func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte, batch bool) {
+	if batch {
+		serveBatch(h, w, r, body)
+		return
+	}
 	// The members by their exact names, as the SDK reads them (encoding/json
 	// would match a struct's fields whatever their case).
 	var msg map[string]json.RawMessage
@@ -434,17 +440,13 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	id := msg["id"]
 	_, hasResult := msg["result"]
 	_, hasError := msg["error"]
-	params := 1 // the depth of a message's params: one below the message
-	if batch {
-		params++ // a batch's messages are one below the batch
-	}
-	if name, depth, dup := protocol.DuplicateMember(body); dup && depth <= params {
+	if name, depth, dup := protocol.DuplicateMember(body); dup && depth <= 1 {
 		// In the message or its params: the SDK would take the last one.
 		// Deeper, in a tool's arguments, the registry refuses it.
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: the message names %q twice.", name))
 		return
 	}
-	if !rpcIDsValid(body, batch, id) {
+	if !rpcIDValid(id) {
 		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: an id is a string or an integer of at most 2^53-1 in magnitude, which is echoed exactly.")
 		return
 	}
@@ -456,22 +458,6 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 		if why := paramsProblem(*method, msg["params"]); why != "" {
 			writeRPCError(w, http.StatusOK, id, rpcInvalidParams, "Invalid params: "+why)
 			return
-		}
-	}
-	if batch {
-		// The SDK answers nothing at all for a batch holding a request
-		// whose params it cannot take, not even its other requests.
-		var msgs []map[string]json.RawMessage
-		if json.Unmarshal(body, &msgs) == nil {
-			for i, m := range msgs {
-				var name string
-				if raw, ok := m["method"]; ok && m["id"] != nil && json.Unmarshal(raw, &name) == nil {
-					if why := paramsProblem(name, m["params"]); why != "" {
-						writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: message %d of the batch: invalid params: %s", i+1, why))
-						return
-					}
-				}
-			}
 		}
 	}
 	rec := &rpcRecorder{ResponseWriter: w}
@@ -500,33 +486,76 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 // of float64 precision, and JavaScript clients write no larger.
 const maxRPCID = 1<<53 - 1
 
-// rpcIDsValid reports whether the id of the message, or of each message of
-// a batch, is one the SDK echoes exactly: MCP allows strings and integers,
-// and a fraction or an integer beyond float64's precision would come back
-// changed, so the client could not match the response to its request.
-// Other kinds of id are the SDK's to refuse.
-func rpcIDsValid(body []byte, batch bool, id json.RawMessage) bool {
-	if !batch {
-		return rpcIDValid(id)
-	}
-	var msgs []map[string]json.RawMessage
-	if json.Unmarshal(body, &msgs) != nil {
-		return true // not a batch of objects: the SDK refuses it
-	}
-	for _, m := range msgs {
-		if !rpcIDValid(m["id"]) {
-			return false
-		}
-	}
-	return true
-}
-
+// rpcIDValid reports whether id is one the SDK echoes exactly: MCP allows
+// strings and integers, and a fraction or an integer beyond float64's
+// precision would come back changed, so the client could not match the
+// response to its request. Other kinds of id are the SDK's to refuse.
 func rpcIDValid(id json.RawMessage) bool {
 	if len(id) == 0 || (id[0] != '-' && (id[0] < '0' || id[0] > '9')) {
 		return true // absent, or not a number
 	}
 	n, err := strconv.ParseInt(string(id), 10, 64)
 	return err == nil && n >= -maxRPCID && n <= maxRPCID
+}
+
+// batchesEnd is the first protocol version without JSON-RPC batches.
+const batchesEnd = "2025-06-18"
+
+// serveBatch answers a JSON-RPC batch (protocol versions before 2025-06-18;
+// a request without a version is 2025-03-26) as JSON-RPC 2.0 says: each
+// message is served as if alone, and the responses to its requests come
+// back in one array, or 202 and nothing when it held only notifications.
+// An initialize, which MCP keeps out of batches, is refused in its place.
+// The SDK, given a batch, ran none of it when one message was refused.
+func serveBatch(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v >= batchesEnd {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: protocol version "+v+" takes one JSON-RPC message per request; batches ended with "+batchesEnd+".")
+		return
+	}
+	var msgs []json.RawMessage
+	if json.Unmarshal(body, &msgs) != nil || len(msgs) == 0 {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: a batch is an array of one or more JSON-RPC messages.")
+		return
+	}
+	var out bytes.Buffer
+	for _, m := range msgs {
+		rec := httptest.NewRecorder()
+		var head struct {
+			Method string          `json:"method"`
+			ID     json.RawMessage `json:"id"`
+		}
+		if json.Unmarshal(m, &head) == nil && head.Method == "initialize" {
+			writeRPCError(rec, http.StatusOK, head.ID, rpcInvalidRequest, "Invalid Request: initialize is never part of a batch.")
+		} else {
+			one := r.Clone(r.Context())
+			one.Body, one.ContentLength = io.NopCloser(bytes.NewReader(m)), int64(len(m))
+			serveJSONRPC(h, rec, one, m, false)
+		}
+		b := bytes.TrimSpace(rec.Body.Bytes())
+		if rec.Code == http.StatusAccepted || len(b) == 0 {
+			continue // a notification, answered by nothing
+		}
+		if !json.Valid(b) || b[0] != '{' {
+			rec = httptest.NewRecorder()
+			writeRPCError(rec, http.StatusOK, head.ID, rpcInternalError, "Internal error: the message got no JSON-RPC answer.")
+			b = bytes.TrimSpace(rec.Body.Bytes())
+		}
+		if out.Len() == 0 {
+			out.WriteByte('[')
+		} else {
+			out.WriteByte(',')
+		}
+		out.Write(b)
+	}
+	if out.Len() == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	out.WriteByte(']')
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+	w.Write(out.Bytes())
 }
 
 // writeRPCError writes a JSON-RPC 2.0 error response.

@@ -523,27 +523,69 @@ func TestMCPBatchCounts(t *testing.T) {
 	}
 }
 
-// TestMCPBatchParams: a batch holding a request whose params cannot be
-// taken is refused whole, with a JSON-RPC error: the SDK answered an empty
-// 200, losing the answers to the batch's other requests too.
-func TestMCPBatchParams(t *testing.T) {
+// TestMCPBatch: a JSON-RPC batch (before protocol 2025-06-18) is answered
+// message by message, as JSON-RPC 2.0 says: a refusal of one (params it
+// cannot take, a method it does not have, an initialize) is its own
+// response, the others are served, notifications get none, and a batch of
+// notifications alone gets 202. From 2025-06-18 a batch is refused.
+func TestMCPBatch(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "agent", "write")
-	batch := `[{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"corpus://a\u0001"}},{"jsonrpc":"2.0","id":9,"method":"ping"}]`
-	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(batch))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-03-26")
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	post := func(version, body string) (int, []byte) {
+		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if version != "" {
+			req.Header.Set("MCP-Protocol-Version", version)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
-	if resp.StatusCode != 400 || field(out, "error", "code") != float64(-32600) || !strings.Contains(fmt.Sprint(field(out, "error", "message")), "message 1") {
-		t.Fatalf("%d %v", resp.StatusCode, out)
+	batch := `[{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"corpus://a\u0001"}},` +
+		`{"jsonrpc":"2.0","id":9,"method":"ping"},` +
+		`{"jsonrpc":"2.0","id":10,"method":"nope"},` +
+		`{"jsonrpc":"2.0","method":"notifications/zzz"},` +
+		`{"jsonrpc":"2.0","id":11,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"c","version":"1"}}},` +
+		`{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"get_manifest","arguments":{}}},` +
+		`1]`
+	for _, version := range []string{"2025-03-26", ""} {
+		status, b := post(version, batch)
+		var out []map[string]any
+		if err := json.Unmarshal(b, &out); status != 200 || err != nil || len(out) != 6 {
+			t.Fatalf("version %q: %d %s", version, status, b)
+		}
+		byID := map[any]map[string]any{}
+		for _, m := range out {
+			byID[m["id"]] = m
+		}
+		for id, code := range map[float64]float64{8: -32602, 10: -32601, 11: -32600} {
+			if field(byID[id], "error", "code") != code {
+				t.Errorf("version %q, id %v: %v", version, id, byID[id])
+			}
+		}
+		if byID[float64(9)]["result"] == nil || field(byID[float64(12)], "result", "structuredContent", "version") == nil {
+			t.Errorf("version %q: the requests beside the refused ones: %s", version, b)
+		}
+		if field(byID[nil], "error", "code") != float64(-32600) {
+			t.Errorf("version %q: a member that is no message: %s", version, b)
+		}
+	}
+	if status, b := post("2025-03-26", `[{"jsonrpc":"2.0","method":"notifications/initialized"}]`); status != 202 || len(b) != 0 {
+		t.Errorf("notifications alone: %d %s", status, b)
+	}
+	for _, bad := range []string{`[]`} {
+		if status, b := post("2025-03-26", bad); status != 400 || !strings.Contains(string(b), "-32600") {
+			t.Errorf("%s: %d %s", bad, status, b)
+		}
+	}
+	if status, b := post("2025-06-18", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`); status != 400 || !strings.Contains(string(b), "batches ended") {
+		t.Errorf("a batch at 2025-06-18: %d %s", status, b)
 	}
 }
 
