@@ -231,7 +231,8 @@ func appendRetrievalSize(b []byte) ([]byte, error) {
 }
 
 // corpusMCPHandler serves /mcp: CORS for browser clients (the credential is
-// a bearer header, never a cookie), POST only, an OAuth access token of this
+// a bearer header, never a cookie) of the origins it takes (originAllowed,
+// as /api/v1/mcp), POST only, an OAuth access token of this
 // server, then the same rate and body limits as /api/v1/mcp. A 401 is a
 // corpus error naming the protected-resource metadata in WWW-Authenticate,
 // with error="invalid_token" when a token was sent (RFC 6750 §3.1).
@@ -259,6 +260,11 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 		}
 		// The scopes a grant needs for every tool and resource (MCP's
 		// scope selection: the client asks for these).
+		if !n.originAllowed(r) {
+			// MCP's transport: "Servers MUST validate the Origin header".
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonForbidden, "Requests from the web origin %q are not taken here: only this node's own pages, local tools and the hosts the operator allows (--allowed-host).", r.Header.Get("Origin")), api.Corpus)
+			return
+		}
 		challenge := `Bearer resource_metadata="` + o.resourceMetadataURL(r) + `", scope="` + corpus.ScopeRead + " " + corpus.ScopeWrite + `"`
 		// Never the HTTP API's advice: an agent_id is not sent to /mcp.
 		howTo := "Run the OAuth 2.1 flow from the protected-resource metadata at " + o.resourceMetadataURL(r) +

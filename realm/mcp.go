@@ -651,7 +651,7 @@ func (n *Node) mcpHandler() http.Handler {
 	})
 }
 
-// originAllowed reports whether a request to /api/v1/mcp comes from an
+// originAllowed reports whether a request to an MCP endpoint comes from an
 // origin the node takes: none (not a browser), the node's own pages, a
 // page of a loopback host (local tools), or a host the operator lists in
 // AllowedHosts. The Host check of the SDK stops DNS rebinding; this stops

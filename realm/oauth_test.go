@@ -813,4 +813,26 @@ func TestCorpusMCPFront(t *testing.T) {
 			t.Errorf("token %q: how_to_proceed %q", tc.token, how)
 		}
 	}
+	// MCP's transport: the Origin is validated, as at /api/v1/mcp.
+	tok := newOAuthClient(t, base, nil).grant(t, "toastmachine:read")["access_token"].(string)
+	for origin, want := range map[string]int{"": 200, "http://localhost:6274": 200, base: 200, "https://evil.example": 403, "null": 403} {
+		req, _ := http.NewRequest("POST", base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var out map[string]any
+		json.Unmarshal(b, &out)
+		if resp.StatusCode != want || want == 403 && corpusCode(out) != "forbidden" {
+			t.Errorf("Origin %q: %d %s", origin, resp.StatusCode, b)
+		}
+	}
 }
