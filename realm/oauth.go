@@ -702,7 +702,7 @@ func (o *oauthServer) exchangeCode(r *http.Request, c *oauthClient, form url.Val
 			if err := revokeGrant(tx, id); err != nil {
 				return nil, err
 			}
-			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The code was already used; the tokens issued with it, and those refreshed from them, are revoked.")
+			e = oauthErr(http.StatusBadRequest, "invalid_grant", "The code was presented before: a code is good for one exchange, whether it succeeded or failed, and any tokens issued with it (and refreshed from them) are now revoked. Authorize again.")
 			return nil, putRecord(tx, key, code)
 		}
 		code.Used = true
