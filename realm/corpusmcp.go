@@ -16,6 +16,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/jsonenc"
 	"relay/realm/corpus"
 )
 
@@ -127,8 +128,8 @@ func (n *Node) corpusToolHandler(op *api.Operation, sized, untrusted bool) mcp.T
 		if err != nil {
 			return 0, err
 		}
-		b, err := json.Marshal(res) // as the SDK serializes it
-		return len(b), err
+		b, err := json.Marshal(res) // as the SDK serializes it, and serveJSONRPC unescapes it
+		return len(jsonenc.UnescapeHTML(b)), err
 	}
 	run := n.toolHandler(op, result)
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {

@@ -359,7 +359,8 @@ func TestCorpusMCPPullBudget(t *testing.T) {
 	conv, root := first["conversation_id"].(string), first["message_id"].(string)
 	want := 1
 	for i := range 5 {
-		m := write("append_message", map[string]any{"conversation_id": conv, "content": fmt.Sprintf("reply %d %s", i, strings.Repeat("x", 300))})
+		// Code-like text: on the wire as it is, not escaped for HTML.
+		m := write("append_message", map[string]any{"conversation_id": conv, "content": fmt.Sprintf("reply %d %s", i, strings.Repeat("<a&b>", 60))})
 		write("create_relationship", map[string]any{"source_message_id": m["message_id"], "target_message_id": root, "relationship_type": "replies-to"})
 		want += 2
 	}
@@ -396,6 +397,9 @@ func TestCorpusMCPPullBudget(t *testing.T) {
 			raw, page := pull(args)
 			if len(raw) > budget {
 				t.Fatalf("budget %d: an answer of %d bytes", budget, len(raw))
+			}
+			if bytes.Contains(raw, []byte(`\u003c`)) || bytes.Contains(raw, []byte(`\u0026`)) {
+				t.Fatalf("escaped for HTML on the wire: %.300s", raw)
 			}
 			var text struct {
 				Content []struct {

@@ -24,6 +24,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/jsonenc"
 	"relay/realm/session"
 )
 
@@ -462,6 +463,10 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	}
 	rec := &rpcRecorder{ResponseWriter: w}
 	h.ServeHTTP(rec, r)
+	if rec.json {
+		rec.finishJSON()
+		return
+	}
 	if !rec.held {
 		return
 	}
@@ -580,25 +585,40 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 	w.Write(b)
 }
 
-// rpcRecorder passes a response through, except a 400 in plain text, the
-// SDK's refusal of a message, which it holds for serveJSONRPC to rewrite.
+// rpcRecorder holds the SDK's response for serveJSONRPC: a 400 in plain
+// text, the SDK's refusal of a message, to be rewritten as a JSON-RPC
+// error; a JSON response, to be written without the escapes of <, > and &
+// that encoding/json adds for HTML's sake (a message of code would
+// otherwise travel at up to six times its size). Anything else, a stream,
+// passes through.
 type rpcRecorder struct {
 	http.ResponseWriter
-	status int
-	held   bool
-	body   bytes.Buffer
+	status      int
+	wroteHeader bool
+	held, json  bool
+	body        bytes.Buffer
 }
 
 func (rec *rpcRecorder) WriteHeader(status int) {
-	if status == http.StatusBadRequest && strings.HasPrefix(rec.Header().Get("Content-Type"), "text/plain") {
-		rec.status, rec.held = status, true
+	if rec.wroteHeader {
 		return
 	}
-	rec.ResponseWriter.WriteHeader(status)
+	rec.wroteHeader, rec.status = true, status
+	switch ct := rec.Header().Get("Content-Type"); {
+	case status == http.StatusBadRequest && strings.HasPrefix(ct, "text/plain"):
+		rec.held = true
+	case strings.HasPrefix(ct, "application/json"):
+		rec.json = true
+	default:
+		rec.ResponseWriter.WriteHeader(status)
+	}
 }
 
 func (rec *rpcRecorder) Write(b []byte) (int, error) {
-	if rec.held {
+	if !rec.wroteHeader {
+		rec.WriteHeader(http.StatusOK)
+	}
+	if rec.held || rec.json {
 		return rec.body.Write(b)
 	}
 	return rec.ResponseWriter.Write(b)
@@ -606,9 +626,17 @@ func (rec *rpcRecorder) Write(b []byte) (int, error) {
 
 // Flush lets a stream through.
 func (rec *rpcRecorder) Flush() {
-	if f, ok := rec.ResponseWriter.(http.Flusher); ok && !rec.held {
+	if f, ok := rec.ResponseWriter.(http.Flusher); ok && !rec.held && !rec.json {
 		f.Flush()
 	}
+}
+
+// finishJSON writes a held JSON response, unescaped.
+func (rec *rpcRecorder) finishJSON() {
+	b := jsonenc.UnescapeHTML(rec.body.Bytes())
+	rec.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	rec.ResponseWriter.WriteHeader(rec.status)
+	rec.ResponseWriter.Write(b)
 }
 
 // mcpHandler serves POST /api/v1/mcp: stateless streamable HTTP behind a

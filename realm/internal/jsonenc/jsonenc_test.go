@@ -53,3 +53,35 @@ func FuzzStrings(f *testing.F) {
 	}
 	f.Fuzz(check)
 }
+
+// checkUnescape: UnescapeHTML of what encoding/json writes with HTML
+// escaping is what it writes without, for a string alone and inside an
+// object whose key is the string too.
+func checkUnescape(t *testing.T, s string) {
+	t.Helper()
+	for _, v := range []any{s, map[string]any{s: []any{s, 1}}} {
+		if got, want := string(UnescapeHTML([]byte(encode(v, true)))), encode(v, false); got != want {
+			t.Errorf("UnescapeHTML(%s) = %s, want %s", encode(v, true), got, want)
+		}
+	}
+}
+
+func TestUnescapeHTML(t *testing.T) {
+	for _, s := range append(strs, `\u003c`, `\\u003c`, `\`, `a\u0026b&`, "\\\\\\u003e") {
+		checkUnescape(t, s)
+	}
+	// Escapes written by others: upper-case hex too; an escaped
+	// backslash before "u003c" is no escape of '<'.
+	for in, want := range map[string]string{`"\u003C\u003E"`: `"<>"`, `"\\u003c"`: `"\\u003c"`, `"\\\u003c"`: `"\\<"`, `"\u0041"`: `"\u0041"`} {
+		if got := string(UnescapeHTML([]byte(in))); got != want {
+			t.Errorf("UnescapeHTML(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func FuzzUnescapeHTML(f *testing.F) {
+	for _, s := range strs {
+		f.Add(s)
+	}
+	f.Fuzz(checkUnescape)
+}
