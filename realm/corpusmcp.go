@@ -16,8 +16,8 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
-	"relay/realm/internal/jsonenc"
 	"relay/realm/corpus"
+	"relay/realm/internal/jsonenc"
 )
 
 // The corpus's MCP endpoint, /mcp: one tool per corpus operation that has a
