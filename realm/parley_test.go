@@ -299,6 +299,8 @@ var fieldParityCases = []fieldParityCase{
 	{"empty extension", `{"kind":"note","body":"x","from":{"extension":""}}`, "from.extension", "min_length"},
 	{"empty parent", `{"kind":"note","body":"x","parent":""}`, "parent", "min_length"},
 	{"empty thread", `{"kind":"note","body":"x","thread":""}`, "thread", "min_length"},
+	{"relates_to not a key", `{"kind":"note","body":"x","relates_to":["th_1","nope"]}`, "relates_to[1]", "format"},
+	{"relates_to to nothing", `{"kind":"note","body":"x","relates_to":["th_1","msg_99"]}`, "relates_to[1]", "not_found"},
 }
 
 // TestRefusalFieldParity: the same invalid body is refused with the same

@@ -137,7 +137,7 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 			if _, ok, err := s.lookupRef(tx, ref.Key.Kind, kr); err != nil {
 				return nil, err
 			} else if !ok {
-				return nil, protocol.Refusef(protocol.ReasonInvalidBody, "relates_to[%d]: no record %q here.", i, r).With("field", "relates_to").With("rule", "not_found")
+				return nil, protocol.Refusef(protocol.ReasonInvalidBody, "relates_to[%d]: no record %q here.", i, r).With("field", fmt.Sprintf("relates_to[%d]", i)).With("rule", "not_found")
 			}
 		}
 		for _, r := range env.Refutes {
