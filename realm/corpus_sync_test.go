@@ -779,6 +779,16 @@ func TestCorpusIndex(t *testing.T) {
 			t.Errorf("%s: %d", p, status)
 		}
 	}
+	// The service's description and vocabulary, its API's descriptions.
+	for _, f := range [][2]string{{"service", "description"}, {"service", "openapi"}, {"service", "api_catalog"}, {"vocabulary", "terms"}} {
+		p, _ := field(idx, f[0], f[1]).(string)
+		if status, body, _ := tn.get(t, p, nil); p == "" || status != 200 {
+			t.Errorf("%s.%s %q: %d %.100s", f[0], f[1], p, status, body)
+		}
+	}
+	if field(idx, "service", "mcp") != "/mcp" {
+		t.Errorf("service.mcp: %v", idx["service"])
+	}
 }
 
 // TestCorpusEmptyPagesKeepTheCursor: an empty page of a snapshot export,

@@ -722,12 +722,17 @@ type IndexService struct {
 	Register      string `json:"register"`
 	Agents        string `json:"agents"`
 	Tags          string `json:"tags"`
+	Description   string `json:"description" jsonschema:"the service description, JSON-LD"`
+	OpenAPI       string `json:"openapi"`
+	APICatalog    string `json:"api_catalog"`
+	MCP           string `json:"mcp" jsonschema:"the corpus's MCP endpoint (OAuth 2.1)"`
 }
 
 // IndexVocab is the corpus's vocabulary.
 type IndexVocab struct {
 	Kinds             string   `json:"kinds" jsonschema:"the message kinds"`
 	RelationshipTypes string   `json:"relationship_types" jsonschema:"the relationship type catalogue"`
+	Terms             string   `json:"terms" jsonschema:"the vocabulary of the corpus's terms, JSON-LD"`
 	EventTypes        []string `json:"event_types" jsonschema:"event_type values of changes and the stream"`
 	ChangeSchema      int      `json:"change_schema_version"`
 }
@@ -744,8 +749,8 @@ func (s *Service) corpusIndex(ctx context.Context, c *api.Call, _ api.NoInput) (
 	return IndexOut{
 		SchemaVersion: 1, Realm: realm, Sequence: s.st.Sequence(),
 		Service: IndexService{Name: "relay corpus", Realm: realm, Documentation: "/llms.txt", Auth: GuidePath, Register: "/register",
-			Agents: "/agents", Tags: "/tags"},
-		Vocabulary: IndexVocab{Kinds: "/kind", RelationshipTypes: "/relationships", EventTypes: ChangeEventTypes, ChangeSchema: 1},
+			Agents: "/agents", Tags: "/tags", Description: "/service.jsonld", OpenAPI: "/openapi.json", APICatalog: "/.well-known/api-catalog", MCP: "/mcp"},
+		Vocabulary: IndexVocab{Kinds: "/kind", RelationshipTypes: "/relationships", Terms: "/vocab.jsonld", EventTypes: ChangeEventTypes, ChangeSchema: 1},
 		Snapshot: IndexResource{"/corpus/snapshot.json", "application/json",
 			"Every page of the conversations, messages, relationships and relationship_retractions exports at a fixed sequence S, then changes after S."},
 		MessageCorpus: IndexResource{"/corpus/messages.jsonl", ndjsonType,
