@@ -210,9 +210,14 @@ func corpusResult(out any, sized, untrusted bool) (*mcp.CallToolResult, error) {
 	}
 	res := jsonResult(b)
 	if untrusted {
-		res.Meta = mcp.Meta{untrustedMetaKey: map[string]any{"untrusted": true, "notice": untrustedNotice}}
+		markUntrusted(res)
 	}
 	return res, nil
+}
+
+// markUntrusted marks a result holding corpus content in _meta.
+func markUntrusted(res *mcp.CallToolResult) {
+	res.Meta = mcp.Meta{untrustedMetaKey: map[string]any{"untrusted": true, "notice": untrustedNotice}}
 }
 
 // appendRetrievalSize adds retrieval_size to a JSON object, measured on the

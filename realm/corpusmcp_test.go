@@ -696,3 +696,28 @@ func TestCorpusMCPResourceReadCountsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestCallOperationMarksCorpusContent: call_api_operation at /api/v1/mcp
+// marks its result untrusted when the operation it ran reads corpus
+// content, as the corpus's own tools do, and not otherwise.
+func TestCallOperationMarksCorpusContent(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	cs, err := tn.mcpSession(t, tn.issue(t, "reader", "write"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for key, marked := range map[string]bool{"get_messages": true, "search": true, "list_kinds": false, "get_manifest": false} {
+		args := map[string]any{"key": key}
+		if key == "search" {
+			args["arguments"] = map[string]any{"q": "x"}
+		}
+		res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "call_api_operation", Arguments: args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %v", key, err, res)
+		}
+		if got := res.Meta[untrustedMetaKey] != nil; got != marked {
+			t.Errorf("%s: marked %v, want %v", key, got, marked)
+		}
+	}
+}

@@ -54,12 +54,32 @@ func (n *Node) newMCPServer() *mcp.Server {
 	tools := map[string]bool{}
 	for _, op := range n.reg.Operations() {
 		if op.Surface == api.Parley && op.ToolName() != "" {
-			srv.AddTool(toolOf(op, op.Output), n.toolHandler(op, structuredResult))
+			result := structuredResult
+			if op.ToolName() == "call_api_operation" {
+				result = n.calledResult
+			}
+			srv.AddTool(toolOf(op, op.Output), n.toolHandler(op, result))
 			tools[op.ToolName()] = true
 		}
 	}
 	srv.AddReceivingMiddleware(unknownTool(tools))
 	return srv
+}
+
+// calledResult is the result of call_api_operation: marked untrusted, as
+// the corpus's tools mark theirs, when the operation it ran reads corpus
+// content.
+func (n *Node) calledResult(out any) (*mcp.CallToolResult, error) {
+	res, err := structuredResult(out)
+	if err != nil {
+		return nil, err
+	}
+	if c, ok := out.(CallOut); ok {
+		if op, ok := n.reg.Lookup(c.Key); ok && op.Surface == api.Corpus && !contentFree[op.ToolName()] {
+			markUntrusted(res)
+		}
+	}
+	return res, nil
 }
 
 // refusalSchemaOf is the shape of a refusal in a tool result of surface.
