@@ -1,10 +1,10 @@
 package protocol
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"reflect"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/ipfs/go-cid"
@@ -102,69 +102,145 @@ func DecodeData(data cbor.RawMessage, v any) error { return decMode.Unmarshal(da
 // naming only those: the others are skipped, not refused.
 func DecodeDataFields(data cbor.RawMessage, v any) error { return fieldsMode.Unmarshal(data, v) }
 
-// CheckCanonical reports whether b is one canonical DAG-CBOR item: it decodes
-// b generically, checks that every value is one DAG-CBOR allows, re-encodes
-// it and compares. Any difference is ErrNonCanonical.
+// CheckCanonical reports whether b is one canonical DAG-CBOR item, as
+// relay encodes them and decodes them generically: shortest heads, definite
+// lengths, maps with text keys sorted length-first and none twice, valid
+// UTF-8, integers within 64 bits, floats only as float64 and neither NaN
+// nor infinite, true, false and null, tag 42 over a CID link and no other,
+// at most maxDataDepth levels of arrays and maps, 65,536 elements or pairs
+// in one. Any difference is ErrNonCanonical. It reads b once and
+// allocates nothing: it runs for every event signed and every one received.
 func CheckCanonical(b []byte) error {
-	var v any
-	rest, err := decMode.UnmarshalFirst(b, &v)
+	n, err := canonicalItem(b, 0)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNonCanonical, err)
-	}
-	if len(rest) != 0 {
-		return fmt.Errorf("%w: trailing bytes", ErrNonCanonical)
-	}
-	if err := checkValue(v); err != nil {
 		return err
 	}
-	again, err := encMode.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrNonCanonical, err)
-	}
-	if !bytes.Equal(again, b) {
-		return ErrNonCanonical
+	if n != len(b) {
+		return fmt.Errorf("%w: trailing bytes", ErrNonCanonical)
 	}
 	return nil
 }
 
-func checkValue(v any) error {
-	switch x := v.(type) {
-	case nil, bool, string, []byte, uint64, int64:
-		return nil
-	case float64:
-		if math.IsNaN(x) || math.IsInf(x, 0) {
-			return fmt.Errorf("%w: NaN or infinity", ErrNonCanonical)
+// maxContainer bounds the elements of an array or the pairs of a map, as
+// the decoder does.
+const maxContainer = 65536
+
+// canonicalHead reads the head of the item at b: its major type, its
+// argument and the head's length, refusing a head that is not the
+// shortest for its argument, an indefinite length and reserved values.
+func canonicalHead(b []byte) (major byte, arg uint64, n int, err error) {
+	if len(b) == 0 {
+		return 0, 0, 0, fmt.Errorf("%w: truncated", ErrNonCanonical)
+	}
+	major, info := b[0]>>5, b[0]&0x1f
+	switch {
+	case info < 24:
+		return major, uint64(info), 1, nil
+	case info > 27:
+		return 0, 0, 0, fmt.Errorf("%w: indefinite length or reserved head 0x%02x", ErrNonCanonical, b[0])
+	}
+	n = 1 << (info - 24) // 1, 2, 4 or 8 bytes follow
+	if len(b) < 1+n {
+		return 0, 0, 0, fmt.Errorf("%w: truncated", ErrNonCanonical)
+	}
+	for _, c := range b[1 : 1+n] {
+		arg = arg<<8 | uint64(c)
+	}
+	if major == 7 { // floats and simple values: checked by the caller
+		return major, arg, 1 + n, nil
+	}
+	if min := [4]uint64{24, 1 << 8, 1 << 16, 1 << 32}[info-24]; arg < min {
+		return 0, 0, 0, fmt.Errorf("%w: head of 0x%02x not the shortest", ErrNonCanonical, b[0])
+	}
+	return major, arg, 1 + n, nil
+}
+
+// canonicalItem checks the item at the start of b, within depth levels
+// of arrays and maps, and returns its length. A link's tag is no level:
+// it holds a byte string, never a container.
+func canonicalItem(b []byte, depth int) (int, error) {
+	major, arg, n, err := canonicalHead(b)
+	if err != nil {
+		return 0, err
+	}
+	rest := uint64(len(b) - n)
+	switch major {
+	case 0: // unsigned integer
+		return n, nil
+	case 1: // negative integer: -1-arg within int64
+		if arg > math.MaxInt64 {
+			return 0, fmt.Errorf("%w: integer beyond 64 bits", ErrNonCanonical)
 		}
-		return nil
-	case []any:
-		for _, e := range x {
-			if err := checkValue(e); err != nil {
-				return err
+		return n, nil
+	case 2, 3: // byte and text strings
+		if arg > rest {
+			return 0, fmt.Errorf("%w: truncated", ErrNonCanonical)
+		}
+		end := n + int(arg)
+		if major == 3 && !utf8.Valid(b[n:end]) {
+			return 0, fmt.Errorf("%w: text not UTF-8", ErrNonCanonical)
+		}
+		return end, nil
+	case 4, 5: // arrays and maps
+		if depth++; depth > maxDataDepth {
+			return 0, fmt.Errorf("%w: nested deeper than %d", ErrNonCanonical, maxDataDepth)
+		}
+		if arg > maxContainer {
+			return 0, fmt.Errorf("%w: more than %d elements", ErrNonCanonical, maxContainer)
+		}
+		var prev []byte // the map's previous key, as encoded
+		for range arg {
+			if major == 5 {
+				if len(b) == n || b[n]>>5 != 3 {
+					return 0, fmt.Errorf("%w: map key not text", ErrNonCanonical)
+				}
+				k, err := canonicalItem(b[n:], depth)
+				if err != nil {
+					return 0, err
+				}
+				key := b[n : n+k]
+				if prev != nil && (len(key) < len(prev) || len(key) == len(prev) && string(key) <= string(prev)) {
+					return 0, fmt.Errorf("%w: map keys out of order or repeated", ErrNonCanonical)
+				}
+				prev, n = key, n+k
 			}
-		}
-		return nil
-	case map[string]any:
-		for _, e := range x {
-			if err := checkValue(e); err != nil {
-				return err
+			m, err := canonicalItem(b[n:], depth)
+			if err != nil {
+				return 0, err
 			}
+			n += m
 		}
-		return nil
-	case cbor.Tag:
-		if x.Number != tagLink {
-			return fmt.Errorf("%w: tag %d", ErrNonCanonical, x.Number)
+		return n, nil
+	case 6: // tags: 42, a link, only
+		if arg != tagLink {
+			return 0, fmt.Errorf("%w: tag %d", ErrNonCanonical, arg)
 		}
-		raw, ok := x.Content.([]byte)
-		if !ok || len(raw) < 2 || raw[0] != 0 {
-			return fmt.Errorf("%w: malformed link", ErrNonCanonical)
+		cm, carg, cn, err := canonicalHead(b[n:])
+		if err != nil {
+			return 0, err
+		}
+		if cm != 2 || carg > uint64(len(b)-n-cn) {
+			return 0, fmt.Errorf("%w: malformed link", ErrNonCanonical)
+		}
+		raw := b[n+cn : n+cn+int(carg)]
+		if len(raw) < 2 || raw[0] != 0 {
+			return 0, fmt.Errorf("%w: malformed link", ErrNonCanonical)
 		}
 		if _, err := cid.Cast(raw[1:]); err != nil {
-			return fmt.Errorf("%w: malformed link: %v", ErrNonCanonical, err)
+			return 0, fmt.Errorf("%w: malformed link: %v", ErrNonCanonical, err)
 		}
-		return nil
-	default:
-		// big integers, simple values other than true/false/null, undefined …
-		return fmt.Errorf("%w: value of type %T", ErrNonCanonical, v)
+		return n + cn + int(carg), nil
+	default: // 7: false, true, null and float64
+		switch {
+		case n == 1 && arg >= 20 && arg <= 22:
+			return n, nil
+		case n == 9:
+			if f := math.Float64frombits(arg); math.IsNaN(f) || math.IsInf(f, 0) {
+				return 0, fmt.Errorf("%w: NaN or infinity", ErrNonCanonical)
+			}
+			return n, nil
+		}
+		return 0, fmt.Errorf("%w: simple value or float 0x%02x", ErrNonCanonical, b[0])
 	}
 }
 
