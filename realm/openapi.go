@@ -116,10 +116,10 @@ func bodySchema(op *api.Operation) *jsonschema.Schema {
 		}
 	}
 	s.Required = slices.DeleteFunc(slices.Clone(op.Input.Required), func(k string) bool { return drop[k] })
-	if len(s.Properties) == 0 {
+	if len(s.Properties) == 0 && op.Surface == api.Parley {
 		return nil
 	}
-	return &s
+	return &s // a corpus write without fields still takes {} (retractRelationship)
 }
 
 type oaObject = map[string]any
@@ -221,16 +221,47 @@ func (n *Node) openAPIOperation(op *api.Operation) oaObject {
 		content[mt] = contentOf(mt, op.Output)
 	}
 	ok := oaObject{"description": http.StatusText(status), "content": content}
-	responses := oaObject{strconv.Itoa(status): ok, "default": oaObject{
-		"description": "a refusal", "content": oaObject{mediaJSON: oaObject{"schema": errorRef(op.Surface)}}}}
-	if len(op.Representations) > 0 {
-		ok["headers"] = oaObject{"ETag": headerObj("strong validator of this representation"), "Vary": headerObj("Accept")}
+	refusal := oaObject{mediaJSON: oaObject{"schema": errorRef(op.Surface)}}
+	if slices.Contains(op.Representations, mediaMarkdown) {
+		refusal[mediaMarkdown] = oaObject{"schema": oaObject{"type": "string", "description": "the refusal in Markdown, when Markdown was chosen"}}
+	}
+	responses := oaObject{strconv.Itoa(status): ok, "default": refusalResponse(refusal)}
+	okHeaders := oaObject{}
+	if op.Surface == api.Corpus && op.Method == http.MethodGet {
+		okHeaders["X-Next-Cursor"] = headerObj("on a page: the cursor to continue after")
+		okHeaders["X-Has-More"] = headerObj("on a change feed's page: whether more follow")
+		okHeaders["Link"] = headerObj(`on a page: <…>; rel="next"`)
+	}
+	if op.Surface == api.Corpus && op.Method == http.MethodPost {
+		okHeaders["Idempotent-Replayed"] = headerObj("true when the Operation-Token was used before: the original result")
+	}
+	// The feeds of changes (NDJSON, a stream) are pages of a moving log:
+	// no validators, no 304.
+	cacheable := !slices.ContainsFunc(op.Representations, func(mt string) bool { return mt == "application/x-ndjson" || mt == "text/event-stream" })
+	if len(op.Representations) > 0 && cacheable {
+		okHeaders["ETag"] = headerObj("strong validator of this representation")
+		okHeaders["Vary"] = headerObj("Accept")
+		okHeaders["Last-Modified"] = headerObj("where the resource has a time of its own")
 		responses["304"] = oaObject{"description": "Not Modified: If-None-Match (or If-Modified-Since) matched"}
+	}
+	if len(op.Representations) > 0 {
 		responses["406"] = oaObject{"description": "Not Acceptable: the diagnostic lists the offered types",
 			"content": oaObject{mediaJSON: oaObject{"schema": errorRef(op.Surface)}, mediaText: oaObject{"schema": oaObject{"type": "string"}}}}
 	}
+	if len(okHeaders) > 0 {
+		ok["headers"] = okHeaders
+	}
 	o["responses"] = responses
 	return o
+}
+
+// refusalResponse is the response of a refusal in content, with the
+// headers a refusal may carry.
+func refusalResponse(content oaObject) oaObject {
+	return oaObject{"description": "a refusal", "content": content, "headers": oaObject{
+		"Retry-After":      headerObj("seconds to wait: on 429, and on 503 while the node cannot write"),
+		"WWW-Authenticate": headerObj("on 401 (and on /mcp's 403 for want of a scope): the challenge"),
+	}}
 }
 
 // openAPIDoc is the document.
@@ -252,28 +283,38 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 		for _, t := range types {
 			content[t] = contentOf(t, nil)
 		}
-		return oaObject{"operationId": id, "summary": summary, "tags": []string{"discovery"}, "security": []any{oaObject{}},
-			"responses": oaObject{"200": oaObject{"description": "OK", "content": content}, "304": oaObject{"description": "Not Modified"}}}
+		responses := oaObject{"200": oaObject{"description": "OK", "content": content, "headers": oaObject{"ETag": headerObj("strong validator")}},
+			"304": oaObject{"description": "Not Modified"}}
+		if len(types) > 1 {
+			responses["406"] = oaObject{"description": "Not Acceptable: the diagnostic lists the offered types",
+				"content": oaObject{mediaJSON: oaObject{"schema": errorRef(api.Corpus)}}}
+		}
+		return oaObject{"operationId": id, "summary": summary, "tags": []string{"discovery"}, "security": []any{oaObject{}}, "responses": responses}
 	}
 	add("/", http.MethodGet, docOp("get_home", "The homepage: HTML, or Markdown when preferred.", mediaHTML, mediaMarkdown))
 	for _, doc := range documents {
 		add(doc.Path, http.MethodGet, docOp("get_document"+strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(doc.Path), doc.Title, doc.MediaType))
 	}
 	jsonRPC := oaObject{"type": "object", "description": "a JSON-RPC 2.0 message"}
-	mcpOp := func(id, summary string, security []any) oaObject {
+	mcpOp := func(id, summary string, security []any, surface api.Surface) oaObject {
+		refusal := oaObject{mediaJSON: oaObject{"schema": errorRef(surface)}}
 		return oaObject{"operationId": id, "summary": summary, "tags": []string{"mcp"}, "security": security,
 			"requestBody": oaObject{"required": true, "content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}}},
 			"responses": oaObject{
-				"200": oaObject{"description": "the JSON-RPC answer, as JSON or an event stream",
-					"content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}, "text/event-stream": oaObject{"schema": oaObject{"type": "string"}}}},
+				"200": oaObject{"description": "the JSON-RPC answer (an array for a batch), as JSON or an event stream",
+					"content": oaObject{mediaJSON: oaObject{"schema": oaObject{"type": []string{"object", "array"}, "description": "a JSON-RPC 2.0 response, or a batch's"}},
+						"text/event-stream": oaObject{"schema": oaObject{"type": "string"}}}},
 				"202": oaObject{"description": "a notification or response was accepted"},
-				"401": oaObject{"description": "a credential is needed"},
+				"400": oaObject{"description": "not a JSON-RPC message, or headers the transport refuses: a JSON-RPC error with id null",
+					"content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}}},
+				"401":     oaObject{"description": "a credential is needed", "content": refusal},
+				"default": refusalResponse(refusal),
 			}}
 	}
 	add("/api/v1/mcp", http.MethodPost, mcpOp("parley_mcp", "Parley over MCP (streamable HTTP, stateless): initialize, tools/list, tools/call, ping.",
-		[]any{oaObject{"bearer": []string{}}}))
+		[]any{oaObject{"bearer": []string{}}}, api.Parley))
 	add(corpusMCPPath, http.MethodPost, mcpOp("corpus_mcp", "The corpus over MCP (streamable HTTP), with an OAuth 2.1 access token.",
-		[]any{oaObject{"oauth2": corpusScopes}}))
+		[]any{oaObject{"oauth2": corpusScopes}}, api.Corpus))
 
 	keys := slices.Collect(maps.Keys(paths))
 	sort.Strings(keys)

@@ -30,6 +30,9 @@ const (
 	AccessRight
 	// AccessHuman needs the realm's human: the operator secret or a session.
 	AccessHuman
+	// AccessAgent needs a registered corpus agent: its agent_id over HTTP,
+	// an OAuth grant acting as one over MCP (the corpus's writes).
+	AccessAgent
 )
 
 // Access is an operation's rule of who may call it.
@@ -38,7 +41,7 @@ type Access struct {
 	Right protocol.Right
 }
 
-// Public, NeedRight and HumanOnly build the three kinds of access.
+// Public, NeedRight, HumanOnly and AgentOnly build the kinds of access.
 var Public = Access{Kind: AccessPublic}
 
 // NeedRight is access for holders of r.
@@ -47,6 +50,9 @@ func NeedRight(r protocol.Right) Access { return Access{Kind: AccessRight, Right
 // HumanOnly is access for the realm's human alone.
 var HumanOnly = Access{Kind: AccessHuman}
 
+// AgentOnly is access for registered corpus agents.
+var AgentOnly = Access{Kind: AccessAgent}
+
 // String is the access as the catalog shows it.
 func (a Access) String() string {
 	switch a.Kind {
@@ -54,6 +60,8 @@ func (a Access) String() string {
 		return "public"
 	case AccessHuman:
 		return "human"
+	case AccessAgent:
+		return "agent"
 	default:
 		return "right:" + string(a.Right)
 	}
@@ -366,6 +374,11 @@ func Authorize(p *Principal, a Access) error {
 		}
 		if !p.Human {
 			return protocol.Refuse(protocol.ReasonUserSessionRequired)
+		}
+		return nil
+	case AccessAgent:
+		if p == nil || p.Agent == nil {
+			return protocol.Refusef(protocol.ReasonUnauthorized, "Writes need a registered agent: POST /register, then Authorization: Bearer <agent_id>.")
 		}
 		return nil
 	}

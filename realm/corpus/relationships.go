@@ -308,9 +308,9 @@ func applyRetraction(tx *store.Tx, se *store.StoredEvent) error {
 // registerRelationships adds the relationship operations.
 func (s *Service) registerRelationships(reg *api.Registry) {
 	create := corpusOp(api.Define("create_relationship", http.MethodPost, "/{endpoint_id}/createRelationship",
-		"Assert source --relationship_type--> target between two held messages (Operation-Token required).", api.Public, s.createRelationship), "create_relationship")
+		"Assert source --relationship_type--> target between two held messages (Operation-Token required).", api.AgentOnly, s.createRelationship), "create_relationship")
 	retract := corpusOp(api.Define("retract_relationship", http.MethodPost, "/{endpoint_id}/retractRelationship/{relationship_id}",
-		"Withdraw your own relationship assertion; the messages are kept (Operation-Token required).", api.Public, s.retractRelationship), "retract_relationship")
+		"Withdraw your own relationship assertion; the messages are kept (Operation-Token required).", api.AgentOnly, s.retractRelationship), "retract_relationship")
 	for _, op := range []*api.Operation{create, retract} {
 		op.Headers = map[string]string{"Operation-Token": "operation_token"}
 		op.Status = http.StatusCreated

@@ -88,9 +88,9 @@ func corpusOp(op *api.Operation, tool string) *api.Operation {
 // Register adds the corpus's operations.
 func (s *Service) Register(reg *api.Registry) {
 	create := corpusOp(api.Define("create_conversation", http.MethodPost, "/{endpoint_id}/createConversation",
-		"Create a conversation and its first message (Operation-Token required).", api.Public, s.createConversation), "create_conversation")
+		"Create a conversation and its first message (Operation-Token required).", api.AgentOnly, s.createConversation), "create_conversation")
 	appendOp := corpusOp(api.Define("append_message", http.MethodPost, "/{endpoint_id}/appendToConversation/{conversation_id}",
-		"Append a message to a conversation (Operation-Token required).", api.Public, s.appendMessage), "append_message")
+		"Append a message to a conversation (Operation-Token required).", api.AgentOnly, s.appendMessage), "append_message")
 	for _, op := range []*api.Operation{create, appendOp} {
 		op.Headers = map[string]string{"Operation-Token": "operation_token"}
 		op.Status = http.StatusCreated
