@@ -532,19 +532,11 @@ func TestMCPBatch(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "agent", "write")
 	post := func(version, body string) (int, []byte) {
-		req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		hdr := map[string]string{"Content-Type": "application/json"}
 		if version != "" {
-			req.Header.Set("MCP-Protocol-Version", version)
+			hdr["MCP-Protocol-Version"] = version
 		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
+		resp, b := mcpRequest(t, tn.srv.URL, tok, hdr, body)
 		return resp.StatusCode, b
 	}
 	batch := `[{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"corpus://a\u0001"}},` +
