@@ -3,6 +3,7 @@ package federation
 import (
 	"fmt"
 	"net"
+	"slices"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -16,9 +17,27 @@ func ParseListenAddrs(addrs []string) ([]ma.Multiaddr, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--p2p %q: %w", s, err)
 		}
+		if !listenable(a) {
+			return nil, fmt.Errorf("--p2p %q: the node listens on /ip4/<address>/tcp/<port> or /ip4/<address>/udp/<port>/quic-v1 (or /ip6/…)", s)
+		}
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// listenable reports whether a is an address the node's transports, TCP
+// and QUIC, listen on: an IP, then tcp, or udp and quic-v1, and nothing
+// more (libp2p would start and fail to listen on any other, or on one with
+// a /p2p part).
+func listenable(a ma.Multiaddr) bool {
+	var codes []int
+	for _, p := range a.Protocols() {
+		codes = append(codes, p.Code)
+	}
+	if len(codes) < 2 || codes[0] != ma.P_IP4 && codes[0] != ma.P_IP6 {
+		return false
+	}
+	return slices.Equal(codes[1:], []int{ma.P_TCP}) || slices.Equal(codes[1:], []int{ma.P_UDP, ma.P_QUIC_V1})
 }
 
 // ParsePeers parses --peer multiaddrs; each must end in /p2p/<peer id>, so

@@ -27,6 +27,14 @@ func TestParseAddrs(t *testing.T) {
 	if _, err := ParseListenAddrs([]string{"tcp://0.0.0.0:4001"}); err == nil {
 		t.Fatal("a URL passed as a multiaddr")
 	}
+	// Transports the node does not have, or more than an address, would
+	// start a node that listens nowhere.
+	for _, bad := range []string{"/ip4/127.0.0.1/udp/4001", "/ip4/127.0.0.1/tcp/4001/ws", "/ip4/127.0.0.1/udp/4001/quic",
+		"/ip4/127.0.0.1/tcp/4001/p2p/" + id.PeerID.String(), "/unix/tmp/x", "/dns4/localhost/tcp/4001", "/tcp/4001"} {
+		if _, err := ParseListenAddrs([]string{bad}); err == nil {
+			t.Errorf("ParseListenAddrs(%q) accepted", bad)
+		}
+	}
 }
 
 func TestIdentityFile(t *testing.T) {

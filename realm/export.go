@@ -401,6 +401,12 @@ func importIdentity(origin protocol.Realm, s backup.Start, given []byte) (*feder
 	}
 	var raw []byte
 	switch {
+	case s.Secret != nil && given != nil:
+		// Both: they must agree, or the one given would be ignored unseen.
+		if g, err := federation.ParseIdentity(given); err != nil || !g.Public().Equal(pub) {
+			return nil, fmt.Errorf("the key given (--key) is not realm %s's, which the file carries too: leave --key out to use the file's", origin)
+		}
+		raw = s.Secret.Key
 	case s.Secret != nil:
 		raw = s.Secret.Key
 	case given != nil:

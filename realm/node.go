@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -445,7 +446,14 @@ func (n *Node) URL() string {
 	if n.listener == nil {
 		return ""
 	}
-	return "http://" + n.listener.Addr().String()
+	a, ok := n.listener.Addr().(*net.TCPAddr)
+	if !ok {
+		return "http://" + n.listener.Addr().String()
+	}
+	if a.IP.IsUnspecified() { // listening on every address: loopback is one to visit
+		return "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+	}
+	return "http://" + a.String()
 }
 
 // Serve serves HTTP until ctx is done, then shuts down gracefully: stop

@@ -78,11 +78,19 @@ type Net struct {
 	tmp    string
 }
 
+// MaxRealms bounds a net: each realm is a whole node (tens of megabytes at
+// least), and a mesh links every pair.
+const MaxRealms = 64
+
 // Start opens and serves cfg.Realms realms named r1, r2, … on 127.0.0.1 with
 // ports chosen by the kernel, and peers them as cfg.Topology says.
-func Start(cfg Config) (*Net, error) {
-	if cfg.Realms < 1 {
-		return nil, fmt.Errorf("testnet: want at least one realm")
+func Start(cfg Config) (*Net, error) { return StartContext(context.Background(), cfg) }
+
+// StartContext is Start, given up (the realms started closed) when ctx is
+// done before the net is up.
+func StartContext(ctx context.Context, cfg Config) (*Net, error) {
+	if cfg.Realms < 1 || cfg.Realms > MaxRealms {
+		return nil, fmt.Errorf("testnet: want 1 to %d realms, have %d", MaxRealms, cfg.Realms)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -99,6 +107,10 @@ func Start(cfg Config) (*Net, error) {
 		net.cfg.Dir, net.tmp = tmp, tmp
 	}
 	for range cfg.Realms {
+		if err := ctx.Err(); err != nil {
+			net.Close()
+			return nil, err
+		}
 		if _, err := net.AddRealm(); err != nil {
 			net.Close()
 			return nil, err
@@ -111,7 +123,7 @@ func Start(cfg Config) (*Net, error) {
 	switch cfg.Topology {
 	case Mesh:
 		for i := range net.Realms {
-			for j := i + 1; j < len(net.Realms); j++ {
+			for j := i + 1; j < len(net.Realms) && ctx.Err() == nil; j++ {
 				err = errors.Join(err, net.Link(i, j))
 			}
 		}
@@ -120,7 +132,7 @@ func Start(cfg Config) (*Net, error) {
 			err = errors.Join(err, net.Link(i, i+1))
 		}
 	}
-	if err != nil {
+	if err = errors.Join(err, ctx.Err()); err != nil {
 		net.Close()
 		return nil, err
 	}

@@ -1,10 +1,13 @@
 package testnet
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +140,24 @@ func TestFederationSurfaces(t *testing.T) {
 		if !strings.Contains(string(b), series) {
 			t.Errorf("/metrics lacks %s", series)
 		}
+	}
+}
+
+// TestStartBounds: a net is 1 to MaxRealms realms, and one whose start is
+// given up leaves nothing running and nothing on disk.
+func TestStartBounds(t *testing.T) {
+	for _, n := range []int{0, -1, MaxRealms + 1} {
+		if _, err := Start(Config{Realms: n}); err == nil {
+			t.Errorf("%d realms started", n)
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	dir := t.TempDir()
+	if net, err := StartContext(ctx, Config{Realms: 2, Dir: dir}); !errors.Is(err, context.Canceled) || net != nil {
+		t.Fatalf("a start given up: %v %v", net, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("left behind: %v", entries)
 	}
 }

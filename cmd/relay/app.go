@@ -23,6 +23,12 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return newApp(stdout, stderr).RunContext(ctx, args)
 }
 
+// printVersion prints the version as both `relay version` and `relay
+// --version` print it: "relay 0.1.0".
+func printVersion(c *cli.Context) { fmt.Fprintln(c.App.Writer, c.App.Name, realm.Version) }
+
+func init() { cli.VersionPrinter = printVersion }
+
 func newApp(stdout, stderr io.Writer) *cli.App {
 	app := &cli.App{
 		Name:                 "relay",
@@ -51,7 +57,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 				Name:  "version",
 				Usage: "print the version",
 				Action: func(c *cli.Context) error {
-					fmt.Fprintln(c.App.Writer, "relay", realm.Version)
+					if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+						return err
+					}
+					printVersion(c)
 					return nil
 				},
 			},

@@ -41,6 +41,9 @@ func exportCommand() *cli.Command {
 			&cli.BoolFlag{Name: "force", Usage: "replace FILE if it exists", EnvVars: []string{"RELAY_EXPORT_FORCE"}},
 		},
 		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			path := c.String("output")
@@ -148,6 +151,9 @@ func importCommand() *cli.Command {
 			&cli.BoolFlag{Name: "check", Usage: "verify the file and write nothing", EnvVars: []string{"RELAY_IMPORT_CHECK"}},
 		},
 		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			in, name, closeIn, err := openInput(c.App.Reader, c.String("input"))

@@ -88,4 +88,16 @@ func TestExportImportCommands(t *testing.T) {
 	if err != nil || !strings.HasPrefix(stderr, "imported realm ainotes") {
 		t.Fatalf("import with --key: %q %v", stderr, err)
 	}
+	// A file with the key and another --key: refused, not ignored; the
+	// same key given again is taken.
+	other := stoppedNode(t, "other")
+	if _, _, err := relay(t, nil, "import", "--data", filepath.Join(work, "twokeys"), "--input", file, "--key", filepath.Join(other, "realm.key")); err == nil || !strings.Contains(err.Error(), "--key") {
+		t.Fatalf("import with the file's key and another --key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "twokeys")); !os.IsNotExist(err) {
+		t.Fatalf("a refused import left its directory: %v", err)
+	}
+	if _, _, err := relay(t, nil, "import", "--data", filepath.Join(work, "samekey"), "--input", file, "--key", filepath.Join(src, "realm.key")); err != nil {
+		t.Fatalf("import with the file's key given again: %v", err)
+	}
 }

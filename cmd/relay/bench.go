@@ -49,13 +49,16 @@ func benchCommand() *cli.Command {
 			&cli.Float64Flag{Name: "fanout-rate", Value: dc.FanoutRate, Usage: "writes per second during the fanout phase, for --duration", EnvVars: []string{"RELAY_BENCH_FANOUT_RATE"}},
 			&cli.StringFlag{Name: "node", Usage: "a running node's base URL (default: start one in this process)", EnvVars: []string{"RELAY_BENCH_NODE"}},
 			&cli.StringFlag{Name: "data", Usage: "keep the in-process node's store in `DIR` (reused: a corpus loaded there is not loaded again); default a temporary directory, removed", EnvVars: []string{"RELAY_BENCH_DATA"}},
-			&cli.StringFlag{Name: "operator-token-file", Value: "./data/operator.token", Usage: "file holding the operator secret of --node (the forum phases need it)", EnvVars: []string{"RELAY_BENCH_OPERATOR_TOKEN_FILE"}},
+			&cli.StringFlag{Name: "operator-token-file", Value: defaultOperatorTokenFile(), Usage: "file holding the operator secret of --node (the forum phases need it)", EnvVars: []string{"RELAY_BENCH_OPERATOR_TOKEN_FILE"}},
 			&cli.BoolFlag{Name: "rate-limit-off", Value: def.RateLimitOff, Usage: "run the in-process node without its per-token rate limit (--rate-limit-off=false keeps it)", EnvVars: []string{"RELAY_BENCH_RATE_LIMIT_OFF"}},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the in-process node and the generator) during one phase's window to `FILE`", EnvVars: []string{"RELAY_BENCH_CPUPROFILE"}},
 			&cli.StringFlag{Name: "cpuprofile-phase", Value: def.ProfilePhase, Usage: "the phase --cpuprofile covers", EnvVars: []string{"RELAY_BENCH_CPUPROFILE_PHASE"}},
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object instead of the table", EnvVars: []string{"RELAY_BENCH_JSON"}},
 		},
 		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			opts := bench.DefaultOptions()

@@ -32,6 +32,9 @@ func benchFederationCommand() *cli.Command {
 			&cli.IntFlag{Name: "catchup", Value: def.CatchUpEvents, Usage: "events the late realm catches up (0 skips the phase)", EnvVars: []string{"RELAY_BENCH_CATCHUP"}},
 		},
 		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+				return err
+			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			o := fedbench.DefaultOptions()

@@ -298,6 +298,15 @@ func TestServeBusyP2PPort(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Fatalf("the data directory was made: %v", err)
 	}
+	// HTTP and p2p on one port: found before anything is made too.
+	l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	if _, err := runCLI(t, "serve", "--realm", "busy", "--data", dir, "--http", fmt.Sprintf("127.0.0.1:%d", port), "--p2p", addr); err == nil || !strings.Contains(err.Error(), "--p2p") {
+		t.Fatalf("--http and --p2p on port %d: %v", port, err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("the data directory was made: %v", err)
+	}
 }
 
 // TestUsageErrorsAreOneLine: a mistyped flag or value is one error that
@@ -345,6 +354,29 @@ func TestUnknownCommand(t *testing.T) {
 	}
 	if out, err := runCLI(t, "token"); err != nil || !strings.Contains(out, "issue") {
 		t.Errorf("token alone: %v %q", err, out)
+	}
+}
+
+// TestStrayArgumentsRefused: a word where a command takes flags only is an
+// error, before anything runs: the flags after it would otherwise be
+// dropped unseen (a token without its rights, an import into ./data).
+func TestStrayArgumentsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"token", "issue", "--label", "x", "typo", "--rights", "write"},
+		{"export", "--data", t.TempDir(), "--output", "o.relay", "stray"},
+		{"import", "--input", "x.relay", "stray", "--data", t.TempDir()},
+		{"testnet", "extra", "--realms", "1"},
+		{"bench", "extra", "--duration", "1s"},
+		{"version", "extra"},
+	} {
+		if _, err := runCLI(t, args...); err == nil || !strings.Contains(err.Error(), "unexpected argument") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		if out, err := runCLI(t, args...); err != nil || out != "relay "+realm.Version+"\n" {
+			t.Errorf("%v: %v %q", args, err, out)
+		}
 	}
 }
 

@@ -197,6 +197,9 @@ func positional(c *cli.Context, n int) ([]string, error) {
 			return nil, fmt.Errorf("%s: %s: %w", commandPath(c), a, err)
 		}
 	}
+	if n == 0 && len(args) > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: %s takes flags only", args[0], commandPath(c))
+	}
 	if len(args) != n {
 		usage := commandPath(c)
 		if c.Command.ArgsUsage != "" {

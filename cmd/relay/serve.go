@@ -165,12 +165,15 @@ func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 	}()
 	// A bad or busy HTTP address is found before the data directory is
 	// made and its realm pinned, so that a typo costs nothing to retry.
+	// The HTTP port stays bound while the p2p ports are tried, so that the
+	// two set to one port is found too.
 	l, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", cfg.HTTPAddr, err)
 	}
+	err = federation.CheckListenFree(cfg.P2PAddrs)
 	l.Close()
-	if err := federation.CheckListenFree(cfg.P2PAddrs); err != nil {
+	if err != nil {
 		return err
 	}
 	n, err := realm.Open(ctx, cfg)

@@ -43,9 +43,12 @@ func testnetCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print one JSON object per realm: realm, http, p2p, peer_id, operator_token", EnvVars: []string{"RELAY_TESTNET_JSON"}},
 		},
 		Action: func(c *cli.Context) error {
+			if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+				return err
+			}
 			cfg := testnet.Config{Realms: c.Int("realms"), Dir: c.String("dir")}
-			if cfg.Realms < 1 {
-				return fmt.Errorf("--realms: want 1 or more, have %d", cfg.Realms)
+			if cfg.Realms < 1 || cfg.Realms > testnet.MaxRealms {
+				return fmt.Errorf("--realms: want 1 to %d, have %d", testnet.MaxRealms, cfg.Realms)
 			}
 			switch t := c.String("topology"); t {
 			case "mesh":
@@ -71,7 +74,11 @@ func testnetCommand() *cli.Command {
 			}
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			net, err := testnet.Start(cfg)
+			net, err := testnet.StartContext(ctx, cfg)
+			if ctx.Err() != nil { // interrupted while starting: the realms are closed
+				fmt.Fprintln(c.App.ErrWriter, "stopped while starting the realms")
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -110,9 +117,9 @@ func writeTestnetJSON(w io.Writer, rows []testnetRealm) error {
 
 func writeTestnetTable(w io.Writer, rows []testnetRealm, cfg testnet.Config) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "REALM\tHTTP\tP2P\tOPERATOR TOKEN")
+	fmt.Fprintln(tw, "REALM\tHTTP\tP2P\tPEER ID\tOPERATOR TOKEN")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.Realm, r.HTTP, r.P2P, r.OperatorToken)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Realm, r.HTTP, r.P2P, r.PeerID, r.OperatorToken)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -123,7 +130,11 @@ func writeTestnetTable(w io.Writer, rows []testnetRealm, cfg testnet.Config) err
 		where = cfg.Dir + " (kept; run again with the same --dir to resume)"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d realms, peered as a %s; data in %s.\n", len(rows), topologyName(cfg.Topology), where)
+	if len(rows) == 1 {
+		fmt.Fprintf(&b, "\n1 realm; data in %s.\n", where)
+	} else {
+		fmt.Fprintf(&b, "\n%d realms, peered as a %s; data in %s.\n", len(rows), topologyName(cfg.Topology), where)
+	}
 	fmt.Fprintf(&b, "Each operator token acts as that realm's human. Try:\n\n")
 	fmt.Fprintf(&b, "  curl -s -H 'Authorization: Bearer %s' %s/api/v1/federation/peers\n", r.OperatorToken, r.HTTP)
 	fmt.Fprintf(&b, "  curl -s -H 'Authorization: Bearer %s' -d '{\"kind\":\"propose\",\"body\":\"hello from %s\"}' %s/api/v1/boards/lobby/threads\n", r.OperatorToken, r.Realm, r.HTTP)

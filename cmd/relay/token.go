@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ func tokenCommand() *cli.Command {
 				&cli.BoolFlag{Name: "json", Usage: "print the whole answer as JSON"},
 			),
 			Action: func(c *cli.Context) error {
+				if _, err := positional(c, 0); err != nil { // a stray word would end the flags unseen
+					return err
+				}
 				var rights []string
 				for _, r := range strings.Split(c.String("rights"), ",") {
 					if r = strings.TrimSpace(r); r != "" {
@@ -59,9 +63,18 @@ func tokenCommand() *cli.Command {
 func nodeFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "node", Value: "http://127.0.0.1:8080", Usage: "the node's base URL", EnvVars: []string{"RELAY_NODE"}},
-		&cli.StringFlag{Name: "operator-token-file", Value: "./data/operator.token", Usage: "file holding the operator secret", EnvVars: []string{"RELAY_OPERATOR_TOKEN_FILE"}},
+		&cli.StringFlag{Name: "operator-token-file", Value: defaultOperatorTokenFile(), Usage: "file holding the operator secret, where relay serve writes it: in $RELAY_DATA, else ./data", EnvVars: []string{"RELAY_OPERATOR_TOKEN_FILE"}},
 		&cli.StringFlag{Name: "operator-token", Usage: "the operator secret itself (overrides the file)", EnvVars: []string{"RELAY_OPERATOR_TOKEN"}},
 	}
+}
+
+// defaultOperatorTokenFile is where `relay serve` writes the secret when
+// run with the same environment: in $RELAY_DATA, else in ./data.
+func defaultOperatorTokenFile() string {
+	if dir := os.Getenv("RELAY_DATA"); dir != "" {
+		return filepath.Join(dir, "operator.token")
+	}
+	return "./data/operator.token"
 }
 
 // callNode sends one JSON request to the node as its human and decodes the
