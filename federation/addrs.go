@@ -53,6 +53,9 @@ func ParsePeers(addrs []string) ([]peer.AddrInfo, error) {
 		if err != nil {
 			return nil, fmt.Errorf("peer address %q: want a multiaddr ending in /p2p/<peer id>: %w", s, err)
 		}
+		if len(info.Addrs) == 0 { // the node finds no peer by its id alone
+			return nil, fmt.Errorf("peer address %q: want where to dial as well, such as /ip4/192.0.2.1/tcp/4001/p2p/<peer id>", s)
+		}
 		out = append(out, *info)
 	}
 	return out, nil

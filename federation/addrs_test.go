@@ -16,7 +16,7 @@ func TestParseAddrs(t *testing.T) {
 	if got, err := ParsePeers([]string{good}); err != nil || got[0].ID != id.PeerID {
 		t.Fatalf("ParsePeers(%q) = %v, %v", good, got, err)
 	}
-	for _, bad := range []string{"/ip4/127.0.0.1/tcp/4001", "hello", "/ip4/300.0.0.1/tcp/1/p2p/" + id.PeerID.String()} {
+	for _, bad := range []string{"/ip4/127.0.0.1/tcp/4001", "hello", "/ip4/300.0.0.1/tcp/1/p2p/" + id.PeerID.String(), "/p2p/" + id.PeerID.String()} {
 		if _, err := ParsePeers([]string{bad}); err == nil {
 			t.Errorf("ParsePeers(%q) accepted", bad)
 		}

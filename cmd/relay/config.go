@@ -68,8 +68,10 @@ func readConfigFile(path string, flags []cli.Flag) (map[any]any, error) {
 		f, ok := byName[k]
 		if !ok {
 			names := make([]string, 0, len(byName))
-			for n := range byName {
-				names = append(names, n)
+			for n, f := range byName {
+				if _, err := configValue(f, nil); !errors.Is(err, errNotSettable) { // not the one-shot flags
+					names = append(names, n)
+				}
 			}
 			sort.Strings(names)
 			return nil, fmt.Errorf("unknown key %q (the keys are the flag names: %s)", k, strings.Join(names, ", "))
@@ -127,8 +129,12 @@ func configValue(f cli.Flag, v any) (any, error) {
 		}
 		return nil, fmt.Errorf("want a list of strings, have %s", typeName(v))
 	}
-	return nil, fmt.Errorf("not settable from a config file")
+	return nil, errNotSettable
 }
+
+// errNotSettable is configValue's answer for a flag a config file does not
+// set (one given on the command line only).
+var errNotSettable = errors.New("not settable from a config file")
 
 func typeName(v any) string {
 	switch v := v.(type) {
