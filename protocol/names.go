@@ -170,3 +170,13 @@ func (k Key) String() string {
 // Now is the time a local record is stamped with: UTC, to the millisecond,
 // as every time an event carries.
 func Now() time.Time { return time.Now().UTC().Truncate(time.Millisecond) }
+
+// AuthoredBy reports whether author, an event's author, may author events
+// of realm: one of realm's identities (realm:…) or its human (human:…),
+// or none. A realm signs for its own agents and its own human only; an
+// event naming another realm's identity as its author is a forgery,
+// however well signed.
+func AuthoredBy(realm Realm, author string) bool {
+	prefix, _, ok := strings.Cut(author, ":")
+	return author == "" || ok && (prefix == string(realm) || prefix == HumanPrefix)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"relay/protocol"
@@ -64,6 +65,11 @@ func (p *projector) take(se *store.StoredEvent) *knownMessage {
 
 func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	known := p.take(se)
+	// A realm writes as its own authors only: author_id is attribution
+	// every reader relies on.
+	if strings.HasPrefix(se.Event.Type, "corpus.") && !protocol.AuthoredBy(protocol.Realm(se.Event.Realm), se.Event.Author) {
+		return fmt.Errorf("corpus: realm %s signed a %s by %q, an author of another realm", se.Event.Realm, se.Event.Type, se.Event.Author)
+	}
 	switch se.Event.Type {
 	case evMessageCreated:
 		if known != nil {
@@ -155,6 +161,19 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	}
 	created := !ok
+	if known == nil { // another realm's event (or a rebuild's): nothing it names may exist yet
+		var old Message
+		if held, err := readMessage(tx, []byte(d.MessageID), &old); err != nil {
+			return err
+		} else if held && old.CID == m.CID {
+			return nil // this very event, projected already (another projector of the store)
+		} else if held {
+			return fmt.Errorf("corpus: message %s exists; messages are immutable", d.MessageID)
+		}
+		if ok && d.Subject != "" {
+			return fmt.Errorf("corpus: message %s creates conversation %s, which exists", d.MessageID, d.ConversationID)
+		}
+	}
 	if created {
 		if d.Subject == "" {
 			return fmt.Errorf("%w: message %s appends to conversation %s", store.ErrDependency, d.MessageID, d.ConversationID)

@@ -222,6 +222,16 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 	if err := assertionRule(author, d.RelationshipType, src, tgt); err != nil {
 		return fmt.Errorf("corpus: relationship %s refused: %w", d.RelationshipID, err)
 	}
+	// An assertion is immutable: one that exists is never asserted anew
+	// (its retraction undone, its author changed).
+	var held relRec
+	if ok, err := tx.GetJSON(cat(pfxRel, []byte(d.RelationshipID)), &held); err != nil {
+		return err
+	} else if ok && held.CID == se.CID.String() {
+		return nil // this very event, projected already (another projector of the store)
+	} else if ok {
+		return fmt.Errorf("corpus: relationship %s exists", d.RelationshipID)
+	}
 	r := relRec{ID: d.RelationshipID, Source: d.SourceMessageID, Target: d.TargetMessageID, Type: d.RelationshipType, Author: author,
 		CreatedAt: se.Event.Time(), Sequence: se.Sequence, Realm: se.Event.Realm, CID: se.CID.String()}
 	if src != nil {
@@ -280,6 +290,12 @@ func applyRetraction(tx *store.Tx, se *store.StoredEvent) error {
 		return fmt.Errorf("corpus: %s cannot retract relationship %s of %s", se.Event.Author, r.ID, r.Author)
 	case r.RetractionID != "":
 		return fmt.Errorf("corpus: relationship %s is already retracted by %s", r.ID, r.RetractionID)
+	}
+	var held Retraction
+	if ok, err := tx.GetJSON(cat(pfxRetr, []byte(d.RetractionID)), &held); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("corpus: retraction %s exists", d.RetractionID)
 	}
 	x := Retraction{RetractionID: d.RetractionID, RelationshipID: r.ID, AuthorID: se.Event.Author, CreatedAt: se.Event.Time(),
 		Sequence: se.Sequence, Realm: se.Event.Realm, CID: se.CID.String()}

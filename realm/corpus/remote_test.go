@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"relay/protocol"
+	"relay/store"
 )
 
 // TestRemotePayloadChecked: another realm's message whose payload this
@@ -52,5 +53,70 @@ func TestRemotePayloadChecked(t *testing.T) {
 				t.Fatalf("%d messages listed", got)
 			}
 		})
+	}
+}
+
+// TestRemoteForgeriesRefused: another realm's events may not overwrite what
+// exists (a message, a conversation, a relationship: they are immutable,
+// and their ids are not realm-prefixed) nor name another realm's author;
+// each is refused when projected, and what was held stays as it was.
+func TestRemoteForgeriesRefused(t *testing.T) {
+	f := openSearchFixture(t, "")
+	p := f.agent()
+	first := f.post(p, writeIn{Subject: "Home", Content: text("the original")})
+	key := ed25519.NewKeyFromSeed(bytesOf(9))
+	seq := uint64(0)
+	var prev protocol.Link
+	ingest := func(typ, author string, d any) error {
+		t.Helper()
+		data, err := protocol.EncodeData(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &protocol.Event{Realm: "away", Seq: seq + 1, Prev: prev, Type: typ, At: time.Now().UnixMilli(), Author: author, Data: data}
+		raw, c, err := ev.Sign(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err != nil {
+			return err
+		}
+		seq, prev = seq+1, protocol.Link{Cid: c}
+		return nil
+	}
+	// An honest message of its own first, to relate to.
+	if err := ingest(evMessageCreated, "away:bot", messageData{MessageID: "m-away", ConversationID: "c-away", Subject: "Away", Content: text("x"), Kind: []string{"post"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, typ, author string
+		data              any
+	}{
+		{"a message over one held", evMessageCreated, "away:bot",
+			messageData{MessageID: first.MessageID, ConversationID: "c-away", Content: text("overwritten"), Kind: []string{"post"}}},
+		{"a conversation created again", evMessageCreated, "away:bot",
+			messageData{MessageID: "m-new", ConversationID: first.ConversationID, Subject: "Taken", Content: text("x"), Kind: []string{"post"}}},
+		{"another realm's author", evMessageCreated, string(p.Agent.AuthorID),
+			messageData{MessageID: "m-forged", ConversationID: "c-away", Content: text("forged"), Kind: []string{"post"}}},
+		{"another realm's author relating", evRelationshipAsserted, string(p.Agent.AuthorID),
+			assertionData{RelationshipID: "r-forged", SourceMessageID: "m-away", TargetMessageID: first.MessageID, RelationshipType: "supports"}},
+	} {
+		if err := ingest(tc.typ, tc.author, tc.data); err == nil {
+			t.Errorf("%s: taken", tc.name)
+		}
+	}
+	var m Message
+	var ok bool
+	if err := f.st.View(func(tx *store.Tx) (err error) { ok, err = readMessage(tx, []byte(first.MessageID), &m); return err }); err != nil || !ok ||
+		m.Content == nil || *m.Content != "the original" || m.ConversationID != first.ConversationID {
+		t.Fatalf("the held message after the forgeries: %v %v %+v", ok, err, m)
+	}
+	// The relationship, asserted honestly, cannot be asserted again.
+	rel := assertionData{RelationshipID: "r-away", SourceMessageID: "m-away", TargetMessageID: first.MessageID, RelationshipType: "supports"}
+	if err := ingest(evRelationshipAsserted, "away:bot", rel); err != nil {
+		t.Fatal(err)
+	}
+	if err := ingest(evRelationshipAsserted, "away:other", rel); err == nil {
+		t.Error("a relationship asserted again: taken")
 	}
 }

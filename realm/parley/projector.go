@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"relay/protocol"
@@ -47,6 +48,12 @@ func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
 	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, seq: ev.Seq, at: ev.Time(), cid: protocol.CIDString(se.CID),
 		refusing: pr.refusing}
+	// A realm posts, opens, attests and moderates as its own identities
+	// only. (A reply decision names the reply's author, of another realm:
+	// it is federation.reply.*, not checked here.)
+	if strings.HasPrefix(ev.Type, "parley.") && !protocol.AuthoredBy(p.realm, ev.Author) {
+		return fmt.Errorf("parley: realm %s signed a %s by %q, an identity of another realm", ev.Realm, ev.Type, ev.Author)
+	}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData

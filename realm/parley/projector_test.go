@@ -498,3 +498,30 @@ func TestProjectionVersionPinsGolden(t *testing.T) {
 		t.Fatalf("testdata/projection.golden (sha256 %s) is not what projector version %q makes (%s): bump ProjectionVersion and pin the new pair in goldenVersions", sum, v, goldenVersions[v])
 	}
 }
+
+// TestForeignAuthorRefused: a realm signs for its own identities and its
+// own human only; its event naming another realm's identity as author is
+// refused when projected, and nothing of it is held.
+func TestForeignAuthorRefused(t *testing.T) {
+	s := newFixedService(t)
+	key := ed25519.NewKeyFromSeed(bytes.Repeat([]byte{5}, 32))
+	for _, author := range []string{string(testRealm) + ":alice", "other:bob"} {
+		data, err := protocol.EncodeData(messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "Whose?", AuthorKind: "llm"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &protocol.Event{Realm: "away", Seq: 1, Type: evThreadOpened, At: time.Now().UnixMilli(), Author: author, Data: data}
+		raw, _, err := ev.Sign(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err == nil {
+			t.Errorf("realm away signing for %s: taken", author)
+		}
+	}
+	for author, ok := range map[string]bool{"away:x": true, "human:operator": true, "": true, "awayx:y": false, "away": false, "other:away:x": false} {
+		if protocol.AuthoredBy("away", author) != ok {
+			t.Errorf("AuthoredBy(away, %q) = %v", author, !ok)
+		}
+	}
+}
