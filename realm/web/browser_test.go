@@ -551,3 +551,34 @@ func TestBrowserFederation(t *testing.T) {
 	run(t, ctx, "the pending reply is accepted, live",
 		poll(`!document.querySelector("#pending") && document.querySelectorAll('.tree [data-status="accepted"]').length === 2`, 20*time.Second))
 }
+
+// logIn logs the browser in to n's console with the operator secret.
+func logIn(t *testing.T, ctx context.Context, n *node) {
+	t.Helper()
+	run(t, ctx, "log in",
+		chromedp.Navigate(n.url+"/console/"),
+		chromedp.WaitVisible(chromedp.CSS(`#secret`)),
+		chromedp.SendKeys(chromedp.CSS(`#secret`), n.operator),
+		chromedp.Click(chromedp.CSS(`form[action="/console/login"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#queue`)),
+	)
+}
+
+// TestBrowserReading: what a reader needs besides colour: links inside
+// text are underlined.
+func TestBrowserReading(t *testing.T) {
+	n := startNode(t, nil) // first, so that it is cleaned up after the browser
+	ctx := newBrowser(t)
+	seed(t, n)
+	logIn(t, ctx, n)
+	underlined := func(path, link string) {
+		t.Helper()
+		run(t, ctx, path, chromedp.Navigate(n.url+path), chromedp.WaitVisible(chromedp.CSS(link)))
+		deco := get(t, ctx, "the link's decoration", chromedp.Evaluate[string](fmt.Sprintf(`getComputedStyle(document.querySelector(%q)).textDecorationLine`, link)))
+		if deco != "underline" {
+			t.Errorf("%s: %s is not underlined (%q)", path, link, deco)
+		}
+	}
+	underlined("/console/boards/1", ".crumbs a")
+	underlined("/console/corpus?q=nothing-matches", `p.empty a[href="/console/corpus"]`)
+}
