@@ -564,12 +564,53 @@ func logIn(t *testing.T, ctx context.Context, n *node) {
 	)
 }
 
+// brokenWords is a script that lists the words of table cells and
+// headings broken across lines between two letters or digits (not after
+// a hyphen, a slash or other punctuation, where a line may break),
+// marking where.
+const brokenWords = `(function () {
+  var out = [];
+  function top(n, i) {
+    var r = document.createRange();
+    r.setStart(n, i);
+    r.setEnd(n, i + 1);
+    var b = r.getClientRects();
+    return b.length ? Math.round(b[0].top) : null;
+  }
+  document.querySelectorAll("td, h1, h2").forEach(function (td) {
+    var w = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (var n = w.nextNode(); n; n = w.nextNode()) {
+      var re = /\S+/g, m;
+      while ((m = re.exec(n.data))) {
+        for (var i = m.index + 1; i < m.index + m[0].length; i++) {
+          if (!/[\p{L}\p{N}]{2}/u.test(n.data.slice(i - 1, i + 1))) continue;
+          if (top(n, i) !== top(n, i - 1)) { out.push(m[0].slice(0, i - m.index) + "⏎" + m[0].slice(i - m.index)); break; }
+        }
+      }
+    }
+  });
+  return out;
+})()`
+
+// wide is a script that says whether the page scrolls sideways, naming
+// the first elements that reach past the viewport.
+const wide = `(function () {
+  if (document.documentElement.scrollWidth <= window.innerWidth) return "";
+  var out = "the page is " + document.documentElement.scrollWidth + " px wide:", n = 0;
+  document.querySelectorAll("body *").forEach(function (e) {
+    var r = e.getBoundingClientRect();
+    if (r.right > window.innerWidth + 1 && n++ < 6) out += " " + e.tagName.toLowerCase() + (e.getAttribute("id") ? "#" + e.getAttribute("id") : "") + (e.getAttribute("class") ? "." + e.getAttribute("class").split(" ").join(".") : "");
+  });
+  return out;
+})()`
+
 // TestBrowserReading: what a reader needs besides colour: links inside
-// text are underlined.
+// text are underlined; on a phone (375 px), no page scrolls sideways and
+// words in tables stay whole: a wide table scrolls instead.
 func TestBrowserReading(t *testing.T) {
 	n := startNode(t, nil) // first, so that it is cleaned up after the browser
 	ctx := newBrowser(t)
-	seed(t, n)
+	d := seed(t, n)
 	logIn(t, ctx, n)
 	underlined := func(path, link string) {
 		t.Helper()
@@ -581,4 +622,15 @@ func TestBrowserReading(t *testing.T) {
 	}
 	underlined("/console/boards/1", ".crumbs a")
 	underlined("/console/corpus?q=nothing-matches", `p.empty a[href="/console/corpus"]`)
+
+	run(t, ctx, "a phone's viewport", chromedp.EmulateViewport(375, 800))
+	for _, path := range []string{"/console/", "/console/threads", "/console/threads/" + d.rich, "/console/boards", "/console/tokens", "/console/corpus", "/console/settings"} {
+		run(t, ctx, path, chromedp.Navigate(n.url+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
+		if w := get(t, ctx, "the page's width", chromedp.Evaluate[string](wide)); w != "" {
+			t.Errorf("%s at 375 px: %s", path, w)
+		}
+		if broken := get(t, ctx, "words in tables", chromedp.Evaluate[[]string](brokenWords)); len(broken) > 0 {
+			t.Errorf("%s at 375 px: words broken across lines in tables: %q", path, broken)
+		}
+	}
 }
