@@ -604,9 +604,25 @@ const wide = `(function () {
   return out;
 })()`
 
+// unreachable is a script that lists the elements that scroll sideways
+// but that a keyboard cannot reach: neither focusable and named nor
+// holding anything focusable.
+const unreachable = `(function () {
+  var out = [];
+  document.querySelectorAll("body, body *").forEach(function (e) {
+    var o = getComputedStyle(e).overflowX;
+    if ((o !== "auto" && o !== "scroll") || e.scrollWidth <= e.clientWidth + 1) return;
+    if (e.tabIndex >= 0 && e.getAttribute("role") === "region" && e.getAttribute("aria-label")) return;
+    if (e.querySelector("a[href], button, input, select, textarea, [tabindex]")) return;
+    out.push(e.tagName.toLowerCase() + (e.getAttribute("id") ? "#" + e.getAttribute("id") : "") + (e.getAttribute("class") ? "." + e.getAttribute("class").split(" ").join(".") : ""));
+  });
+  return out;
+})()`
+
 // TestBrowserReading: what a reader needs besides colour: links inside
-// text are underlined; on a phone (375 px), no page scrolls sideways and
-// words in tables stay whole: a wide table scrolls instead.
+// text are underlined; on a phone (375 px), no page scrolls sideways,
+// words in tables stay whole, and a wide table scrolls instead, in a
+// region a keyboard reaches.
 func TestBrowserReading(t *testing.T) {
 	n := startNode(t, nil) // first, so that it is cleaned up after the browser
 	ctx := newBrowser(t)
@@ -631,6 +647,9 @@ func TestBrowserReading(t *testing.T) {
 		}
 		if broken := get(t, ctx, "words in tables", chromedp.Evaluate[[]string](brokenWords)); len(broken) > 0 {
 			t.Errorf("%s at 375 px: words broken across lines in tables: %q", path, broken)
+		}
+		if els := get(t, ctx, "scrolling regions", chromedp.Evaluate[[]string](unreachable)); len(els) > 0 {
+			t.Errorf("%s at 375 px: scrolls sideways out of a keyboard's reach: %q", path, els)
 		}
 	}
 }

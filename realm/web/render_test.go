@@ -3,6 +3,8 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -123,4 +125,35 @@ func TestQueuePendingReplies(t *testing.T) {
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// scrollRegion is what every table of the console sits in: a region that
+// scrolls it sideways, which a keyboard can focus and a screen reader
+// names.
+var (
+	scrollRegion = regexp.MustCompile(`<div class="scroll" tabindex="0" role="region" aria-label="[^"{}]+">$`)
+	tableTag     = regexp.MustCompile(`<table\b`)
+)
+
+// TestTablesScrollInRegions: every table of every template is the first
+// thing in a focusable, named scroll region.
+func TestTablesScrollInRegions(t *testing.T) {
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables := 0
+	for _, name := range names {
+		b, _ := files.ReadFile(name)
+		src := string(b)
+		for _, at := range tableTag.FindAllStringIndex(src, -1) {
+			tables++
+			if i := at[0]; !scrollRegion.MatchString(src[:i]) {
+				t.Errorf("%s: a table not in a focusable, named region: %.80s", name, src[max(0, i-80):i+6])
+			}
+		}
+	}
+	if tables < 15 {
+		t.Fatalf("only %d tables found", tables)
+	}
 }
