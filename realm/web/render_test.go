@@ -157,3 +157,33 @@ func TestTablesScrollInRegions(t *testing.T) {
 		t.Fatalf("only %d tables found", tables)
 	}
 }
+
+// TestAsidesNamed: every aside is named, each with a name of its own, so
+// that the sidebar and a page's side panel are told apart among the
+// landmarks.
+func TestAsidesNamed(t *testing.T) {
+	aside := regexp.MustCompile(`<aside\b[^>]*>`)
+	label := regexp.MustCompile(`\baria-label="([^"{}]+)"`)
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, name := range names {
+		b, _ := files.ReadFile(name)
+		for _, tag := range aside.FindAllString(string(b), -1) {
+			m := label.FindStringSubmatch(tag)
+			if m == nil {
+				t.Errorf("%s: %s has no aria-label", name, tag)
+				continue
+			}
+			if other, ok := seen[m[1]]; ok {
+				t.Errorf("%s: an aside named %q, as one in %s", name, m[1], other)
+			}
+			seen[m[1]] = name
+		}
+	}
+	if len(seen) < 5 {
+		t.Fatalf("only %d named asides found", len(seen))
+	}
+}
