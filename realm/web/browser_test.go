@@ -627,6 +627,11 @@ func TestBrowserReading(t *testing.T) {
 	n := startNode(t, nil) // first, so that it is cleaned up after the browser
 	ctx := newBrowser(t)
 	d := seed(t, n)
+	run(t, ctx, "the login on a phone", chromedp.EmulateViewport(375, 800), chromedp.Navigate(n.url+"/console/login"), chromedp.WaitVisible(chromedp.CSS(`#secret`)))
+	if w := get(t, ctx, "the login's width", chromedp.Evaluate[string](wide)); w != "" {
+		t.Errorf("the login at 375 px: %s", w)
+	}
+	run(t, ctx, "a desktop's viewport", chromedp.EmulateViewport(1280, 800))
 	logIn(t, ctx, n)
 	underlined := func(path, link string) {
 		t.Helper()
