@@ -297,12 +297,18 @@ func has(list any, want string) bool {
 	return false
 }
 
+// prettyJSON is a value as indented JSON, for a page to show: without
+// the \u003c escapes of <, > and & that json.Marshal writes for HTML,
+// which html/template escapes on output anyway.
 func prettyJSON(v any) string {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func dict(kv ...any) map[string]any {

@@ -187,3 +187,20 @@ func TestAsidesNamed(t *testing.T) {
 		t.Fatalf("only %d named asides found", len(seen))
 	}
 }
+
+// TestPrettyJSON: a payload reads as it was written: indented, with <, >
+// and & as themselves, not as \u003c escapes; the page escapes them.
+func TestPrettyJSON(t *testing.T) {
+	v := decoded(t, `{"html":"<b>a & b</b>","n":1,"list":[1,"x"]}`)
+	want := "{\n  \"html\": \"<b>a & b</b>\",\n  \"list\": [\n    1,\n    \"x\"\n  ],\n  \"n\": 1\n}"
+	if got := prettyJSON(v); got != want {
+		t.Errorf("prettyJSON:\n%s\nwant\n%s", got, want)
+	}
+	conv := decoded(t, `{"conversation_id":"c1","subject":"s","author_id":"a","realm":"r1","message_count":1,"cid":"bafy"}`)
+	msg := decoded(t, `{"message_id":"m1","sequence":1,"author_id":"a","content":"c","has_payload":true,"payload":{"html":`+jsonString(hostile)+`}}`)
+	page := renderPage(t, "conversation", view{Data: map[string]any{"conversation": conv, "messages": []any{msg}}})
+	if strings.Contains(page, `\u003c`) || !strings.Contains(page, `&#34;html&#34;: &#34;&lt;script&gt;alert(1)&lt;/script&gt;`) {
+		t.Errorf("the payload on the page:\n%s", page)
+	}
+	checkInert(t, page)
+}
