@@ -195,6 +195,7 @@ var funcs = template.FuncMap{
 	"str":   func(v any) string { return fmt.Sprint(v) },
 	"has":   has,
 	"json":  prettyJSON,
+	"value": value,
 	"dict":  dict,
 	"num":   num,
 	"fixed": func(v any) string {
@@ -297,18 +298,31 @@ func has(list any, want string) bool {
 	return false
 }
 
-// prettyJSON is a value as indented JSON, for a page to show: without
-// the \u003c escapes of <, > and & that json.Marshal writes for HTML,
-// which html/template escapes on output anyway.
-func prettyJSON(v any) string {
+// prettyJSON is a value as indented JSON, for a page to show.
+func prettyJSON(v any) string { return jsonText(v, "  ") }
+
+// jsonText is a value as JSON for a page to show, indented by indent or
+// compact: without the \u003c escapes of <, > and & that json.Marshal
+// writes for HTML, which html/template escapes on output anyway.
+func jsonText(v any, indent string) string {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
+	enc.SetIndent("", indent)
 	if err := enc.Encode(v); err != nil {
 		return fmt.Sprint(v)
 	}
 	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// value is a decoded JSON value as a page shows it inline: a string as
+// itself, a number or boolean as written, null, an object or an array
+// as compact JSON (not Go's map[a:1] and [1 2]).
+func value(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	return jsonText(v, "")
 }
 
 func dict(kv ...any) map[string]any {

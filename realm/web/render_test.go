@@ -204,3 +204,21 @@ func TestPrettyJSON(t *testing.T) {
 	}
 	checkInert(t, page)
 }
+
+// TestProvenanceValues: a provenance's nested values read as JSON, not as
+// Go's formatting of maps and slices; strings as themselves.
+func TestProvenanceValues(t *testing.T) {
+	thread := decoded(t, `{"id":"th_1","realm":"r1","title":"t","state":"open"}`)
+	msg := decoded(t, `{"id":"msg_1","thread":"th_1","kind":"note","author_kind":"llm","from":{"identity":"r1:scout"},"body":"b",
+		"provenance":{"model":"m <1>","tools":{"search":2},"ids":[1,"x"],"cached":true,"seed":null}}`)
+	page := renderPage(t, "thread", view{Data: map[string]any{"thread": thread, "messages": []any{msg}}})
+	for _, want := range []string{`<b>model</b> m &lt;1&gt;</span>`, `<b>tools</b> {&#34;search&#34;:2}</span>`, `<b>ids</b> [1,&#34;x&#34;]</span>`,
+		`<b>cached</b> true</span>`, `<b>seed</b> null</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the provenance lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "map[") {
+		t.Error("a provenance value in Go's formatting")
+	}
+}
