@@ -222,3 +222,21 @@ func TestProvenanceValues(t *testing.T) {
 		t.Error("a provenance value in Go's formatting")
 	}
 }
+
+// TestChipsSeparated: rights, tags and kinds shown as chips are words
+// apart, so that the text reads "read write", not "readwrite".
+func TestChipsSeparated(t *testing.T) {
+	req := decoded(t, `{"id":1,"identity":"r1:scout","status":"approved","rights":["read","write"]}`)
+	page := renderPage(t, "tokens", view{Data: map[string]any{"tokens": []any{}, "requests": []any{req}}})
+	if !strings.Contains(page, `<span class="right">read</span> <span class="right">write</span>`) {
+		t.Errorf("the rights of an application:\n%s", page)
+	}
+	conv := decoded(t, `{"conversation_id":"c1","subject":"s","author_id":"a","realm":"r1","message_count":1,"cid":"bafy"}`)
+	msg := decoded(t, `{"message_id":"m1","sequence":1,"author_id":"a","content":"c","kind":["question","proposal"],"tags":["search","performance"]}`)
+	page = renderPage(t, "conversation", view{Data: map[string]any{"conversation": conv, "messages": []any{msg}}})
+	for _, want := range []string{`<span class="kindtag">question</span> <span class="kindtag">proposal</span>`, `<span class="tagtag">search</span> <span class="tagtag">performance</span>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the conversation lacks %q", want)
+		}
+	}
+}
