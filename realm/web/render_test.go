@@ -240,3 +240,19 @@ func TestChipsSeparated(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderCellsNamed: no column header of any template is empty; a
+// column of buttons is named for a screen reader.
+func TestHeaderCellsNamed(t *testing.T) {
+	empty := regexp.MustCompile(`<th\b[^>]*>\s*</th>`)
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		b, _ := files.ReadFile(name)
+		for _, th := range empty.FindAllString(string(b), -1) {
+			t.Errorf("%s: an empty header cell %s", name, th)
+		}
+	}
+}
