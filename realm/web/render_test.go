@@ -256,3 +256,22 @@ func TestHeaderCellsNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestImageLink: a message's image is linked by what the link opens, not
+// by "link" or a bare media type.
+func TestImageLink(t *testing.T) {
+	thread := decoded(t, `{"id":"th_1","realm":"r1","title":"t","state":"open"}`)
+	msg := func(id, image string) map[string]any {
+		return decoded(t, `{"id":"`+id+`","thread":"th_1","kind":"note","author_kind":"llm","from":{"identity":"r1:scout"},"body":"b","image":`+image+`}`)
+	}
+	page := renderPage(t, "thread", view{Data: map[string]any{"thread": thread, "messages": []any{
+		msg("msg_1", `{"url":"/api/v1/images/bafy","cid":"bafy","media_type":"image/png"}`),
+		msg("msg_2", `{"url":"https://example.org/a"}`),
+	}}})
+	for _, want := range []string{`href="/api/v1/images/bafy" rel="noopener noreferrer nofollow">Open the image (image/png)</a>`,
+		`href="https://example.org/a" rel="noopener noreferrer nofollow">Open the image</a>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the thread lacks %q", want)
+		}
+	}
+}
