@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -324,6 +325,12 @@ func (l *addrLimiter) allow(r *http.Request) bool {
 		l.m[host] = lim
 	}
 	return lim.Allow()
+}
+
+// retryAfter is how many seconds a refused address waits before it may
+// try again: the time its allowance takes to regain one attempt.
+func (l *addrLimiter) retryAfter() int {
+	return int(math.Ceil(1 / float64(l.every)))
 }
 
 // maxLimitedAddrs bounds the addresses an addrLimiter remembers.

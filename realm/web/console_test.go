@@ -257,6 +257,30 @@ func TestLoginSessionLogout(t *testing.T) {
 	}
 }
 
+// TestLoginRateLimited: logins past the allowance of an address are
+// refused with 429 and a Retry-After: the seconds until the address may
+// try again (10 a minute: one every 6 seconds).
+func TestLoginRateLimited(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	tok := b.get("/console/login").field(t, "login_csrf")
+	for i := range 20 {
+		p := b.post("/console/login", url.Values{"secret": {"wrong"}, "login_csrf": {tok}})
+		if p.status == http.StatusUnauthorized {
+			tok = p.field(t, "login_csrf")
+			continue
+		}
+		if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") != "6" || !strings.Contains(p.body, "Too many attempts") {
+			t.Fatalf("attempt %d: %d, Retry-After %q", i+1, p.status, p.header.Get("Retry-After"))
+		}
+		if i != 10 {
+			t.Fatalf("refused at attempt %d, want the 11th", i+1)
+		}
+		return
+	}
+	t.Fatal("20 wrong logins from one address, none refused")
+}
+
 func mustURL(s string) *url.URL {
 	u, _ := url.Parse(s)
 	return u

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	next := safeReturn(formValue(r, "next"))
 	if !c.logins.allow(r) {
+		w.Header().Set("Retry-After", strconv.Itoa(c.logins.retryAfter()))
 		c.renderLogin(w, r, http.StatusTooManyRequests, loginData{Next: next, Error: "Too many attempts from this address; wait a minute."})
 		return
 	}
