@@ -86,6 +86,25 @@ func TestHomepage(t *testing.T) {
 	}
 }
 
+// htmlPages are the node's HTML pages for people: the homepage and the
+// protocol.
+var htmlPages = []string{"/", "/parley.html"}
+
+// TestHTMLPagesIcon: each HTML page names the node's icon, which is
+// served, so that a browser does not ask for /favicon.ico (a 404).
+func TestHTMLPagesIcon(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	icon := `<link rel="icon" href="/console/assets/icon.svg" type="image/svg+xml">`
+	for _, path := range htmlPages {
+		if _, body, _ := tn.send(t, "GET", path, accept("text/html")); !bytes.Contains(body, []byte(icon)) {
+			t.Errorf("%s does not name the icon", path)
+		}
+	}
+	if st, body, hdr := tn.send(t, "GET", "/console/assets/icon.svg", nil); st != 200 || mediaOf(hdr) != "image/svg+xml" || !bytes.Contains(body, []byte("<svg")) {
+		t.Errorf("the icon: %d %s", st, hdr.Get("Content-Type"))
+	}
+}
+
 func TestDiscoveryContent(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	get := func(path string) string {
