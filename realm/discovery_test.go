@@ -105,6 +105,28 @@ func TestHTMLPagesIcon(t *testing.T) {
 	}
 }
 
+// TestHTMLPagesLandmarks: each HTML page holds its content in one main
+// landmark. The homepage offers no search form: /search answers JSON,
+// Markdown or JSON-LD, none of which a browser shows as a page, so the
+// homepage names the operation instead.
+func TestHTMLPagesLandmarks(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, path := range htmlPages {
+		_, b, _ := tn.send(t, "GET", path, accept("text/html"))
+		body := string(b)
+		open, end := strings.Index(body, "<main>"), strings.Index(body, "</main>")
+		if strings.Count(body, "<main>") != 1 || open < 0 || end < open || strings.Index(body, "<h1>") < open || strings.LastIndex(body, "</table>") > end {
+			t.Errorf("%s: its content is not in one <main>", path)
+		}
+		if strings.Contains(body, "<form") || strings.Contains(body, "<input") {
+			t.Errorf("%s has a form", path)
+		}
+	}
+	if _, body, _ := tn.send(t, "GET", "/", accept("text/html")); !bytes.Contains(body, []byte("<code>GET /search?q=words</code>")) {
+		t.Error("the homepage does not name the search")
+	}
+}
+
 func TestDiscoveryContent(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	get := func(path string) string {
