@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -124,6 +125,44 @@ func TestHTMLPagesLandmarks(t *testing.T) {
 	}
 	if _, body, _ := tn.send(t, "GET", "/", accept("text/html")); !bytes.Contains(body, []byte("<code>GET /search?q=words</code>")) {
 		t.Error("the homepage does not name the search")
+	}
+}
+
+// TestHTMLPagesTablesScroll: every table of the HTML pages sits in a
+// region that scrolls it sideways, which a keyboard can focus and a
+// screen reader names, and so does every preformatted block.
+func TestHTMLPagesTablesScroll(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	region := regexp.MustCompile(`<div class="scroll" tabindex="0" role="region" aria-label="[^"]+">$`)
+	for _, path := range htmlPages {
+		_, b, _ := tn.send(t, "GET", path, accept("text/html"))
+		body := string(b)
+		for _, at := range regexp.MustCompile(`<table\b`).FindAllStringIndex(body, -1) {
+			if !region.MatchString(body[:at[0]]) {
+				t.Errorf("%s: a table not in a focusable, named region: %.100s", path, body[at[0]:])
+			}
+		}
+		for _, pre := range regexp.MustCompile(`<pre\b[^>]*>`).FindAllString(body, -1) {
+			if !strings.Contains(pre, `tabindex="0"`) || !strings.Contains(pre, `role="region"`) || !strings.Contains(pre, `aria-label="`) {
+				t.Errorf("%s: %s is not a focusable, named region", path, pre)
+			}
+		}
+	}
+}
+
+// TestBreakable: a path or a name in an HTML table may break before a
+// slash (not a leading one) and after an underscore, and stays escaped.
+func TestBreakable(t *testing.T) {
+	for in, want := range map[string]string{
+		"/api/v1/threads/{id}":     "/api<wbr>/v1<wbr>/threads<wbr>/{id}",
+		"token_read_only":          "token_<wbr>read_<wbr>only",
+		"application/linkset+json": "application<wbr>/linkset+json",
+		"<b>_&":                    "&lt;b&gt;_<wbr>&amp;",
+		"plain":                    "plain",
+	} {
+		if got := string(breakable(in)); got != want {
+			t.Errorf("breakable(%q) = %q, want %q", in, got, want)
+		}
 	}
 }
 

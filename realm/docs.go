@@ -2,6 +2,7 @@ package realm
 
 import (
 	"embed"
+	"fmt"
 	htmltemplate "html/template"
 	"net/http"
 	"strings"
@@ -16,7 +17,7 @@ import (
 var assets embed.FS
 
 var (
-	funcs     = map[string]any{"join": join}
+	funcs     = map[string]any{"join": join, "breakable": breakable}
 	llmsTmpl  = texttemplate.Must(texttemplate.New("llms.txt.tmpl").Funcs(funcs).ParseFS(assets, "assets/llms.txt.tmpl"))
 	specTmpl  = htmltemplate.Must(htmltemplate.New("parley.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/parley.html.tmpl"))
 	guideTmpl = texttemplate.Must(texttemplate.New("auth.md.tmpl").Funcs(funcs).ParseFS(assets, "assets/auth.md.tmpl"))
@@ -41,6 +42,28 @@ func join(v any, sep string) string {
 		parts = x
 	}
 	return strings.Join(parts, sep)
+}
+
+// breakable is a path or a name for an HTML page, with a line break
+// allowed (a <wbr>) before each slash but a leading one and after each
+// underscore: in a narrow table column it wraps between its parts,
+// rather than widen the table past the page or break inside a word.
+func breakable(v any) htmltemplate.HTML {
+	s := fmt.Sprint(v)
+	var b strings.Builder
+	from := 0
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '/' && i > 0:
+			b.WriteString(htmltemplate.HTMLEscapeString(s[from:i]) + "<wbr>")
+			from = i
+		case s[i] == '_':
+			b.WriteString(htmltemplate.HTMLEscapeString(s[from:i+1]) + "<wbr>")
+			from = i + 1
+		}
+	}
+	b.WriteString(htmltemplate.HTMLEscapeString(s[from:]))
+	return htmltemplate.HTML(b.String())
 }
 
 // docData is what the discovery documents are written from: the registry,

@@ -620,9 +620,10 @@ const unreachable = `(function () {
 })()`
 
 // TestBrowserReading: what a reader needs besides colour: links inside
-// text are underlined; on a phone (375 px), no page scrolls sideways,
-// words in tables stay whole, and a wide table scrolls instead, in a
-// region a keyboard reaches.
+// text are underlined; on a phone (375 px) and on a desktop (1280 px),
+// neither the public pages nor the console's scroll sideways, words in
+// tables stay whole, and a wide table scrolls instead, in a region a
+// keyboard reaches.
 func TestBrowserReading(t *testing.T) {
 	n := startNode(t, nil) // first, so that it is cleaned up after the browser
 	ctx := newBrowser(t)
@@ -644,17 +645,21 @@ func TestBrowserReading(t *testing.T) {
 	underlined("/console/boards/1", ".crumbs a")
 	underlined("/console/corpus?q=nothing-matches", `p.empty a[href="/console/corpus"]`)
 
-	run(t, ctx, "a phone's viewport", chromedp.EmulateViewport(375, 800))
-	for _, path := range []string{"/console/", "/console/threads", "/console/threads/" + d.rich, "/console/boards", "/console/tokens", "/console/corpus", "/console/settings"} {
-		run(t, ctx, path, chromedp.Navigate(n.url+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
-		if w := get(t, ctx, "the page's width", chromedp.Evaluate[string](wide)); w != "" {
-			t.Errorf("%s at 375 px: %s", path, w)
-		}
-		if broken := get(t, ctx, "words in tables", chromedp.Evaluate[[]string](brokenWords)); len(broken) > 0 {
-			t.Errorf("%s at 375 px: words broken across lines in tables: %q", path, broken)
-		}
-		if els := get(t, ctx, "scrolling regions", chromedp.Evaluate[[]string](unreachable)); len(els) > 0 {
-			t.Errorf("%s at 375 px: scrolls sideways out of a keyboard's reach: %q", path, els)
+	// The public pages and the console's, on a phone and on a desktop.
+	pages := []string{"/", "/parley.html", "/console/", "/console/threads", "/console/threads/" + d.rich, "/console/boards", "/console/tokens", "/console/corpus", "/console/settings"}
+	for _, width := range []int64{375, 1280} {
+		run(t, ctx, "the viewport", chromedp.EmulateViewport(width, 800))
+		for _, path := range pages {
+			run(t, ctx, path, chromedp.Navigate(n.url+path), chromedp.WaitVisible(chromedp.CSS(`main`)))
+			if w := get(t, ctx, "the page's width", chromedp.Evaluate[string](wide)); w != "" {
+				t.Errorf("%s at %d px: %s", path, width, w)
+			}
+			if broken := get(t, ctx, "words in tables", chromedp.Evaluate[[]string](brokenWords)); len(broken) > 0 {
+				t.Errorf("%s at %d px: words broken across lines in tables or headings: %q", path, width, broken)
+			}
+			if els := get(t, ctx, "scrolling regions", chromedp.Evaluate[[]string](unreachable)); len(els) > 0 {
+				t.Errorf("%s at %d px: scrolls sideways out of a keyboard's reach: %q", path, width, els)
+			}
 		}
 	}
 }
