@@ -9,10 +9,13 @@ package realm
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	htmltemplate "html/template"
 	"maps"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -35,6 +38,8 @@ type document struct {
 	cache string
 	// hidden documents are left out of the lists in the documents.
 	hidden bool
+	// csp is the Content-Security-Policy of an HTML document (htmlCSP).
+	csp string
 }
 
 const docCache = "public, max-age=300"
@@ -46,7 +51,45 @@ var (
 	howToTmpl    = texttemplate.Must(texttemplate.New("how-to-use.md.tmpl").Funcs(funcs).ParseFS(assets, "assets/how-to-use.md.tmpl"))
 	homeMDTmpl   = texttemplate.Must(texttemplate.New("home.md.tmpl").Funcs(funcs).ParseFS(assets, "assets/home.md.tmpl"))
 	homeHTMLTmpl = htmltemplate.Must(htmltemplate.New("home.html.tmpl").Funcs(funcs).ParseFS(assets, "assets/home.html.tmpl"))
+
+	homeCSP = htmlCSP("assets/home.html.tmpl")
+	specCSP = htmlCSP("assets/parley.html.tmpl")
 )
+
+// styleElement is an inline <style> element of an HTML page's template.
+var styleElement = regexp.MustCompile(`(?s)<style>(.*?)</style>`)
+
+// htmlCSP is the Content-Security-Policy of the HTML page the template
+// at path renders. The pages are text, links and their own inline
+// <style> (allowed by its hash: the template's text is the page's, as
+// html/template leaves literal text alone), with the node's icon from
+// this origin: no script, no other style, no form, no frame, nothing
+// else from anywhere.
+func htmlCSP(path string) string {
+	src, err := assets.ReadFile(path)
+	if err != nil {
+		panic(err)
+	}
+	styles := []string{}
+	for _, m := range styleElement.FindAllSubmatch(src, -1) {
+		sum := sha256.Sum256(m[1])
+		styles = append(styles, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'")
+	}
+	if len(styles) == 0 {
+		styles = append(styles, "'none'")
+	}
+	return "default-src 'none'; style-src " + strings.Join(styles, " ") + "; img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
+}
+
+// setHTMLHeaders sets the headers of an HTML page: its policy, no
+// framing (for browsers without frame-ancestors too), no Referer to
+// other sites, and a browsing context of its own.
+func setHTMLHeaders(h http.Header, csp string) {
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+}
 
 func textDoc(t *texttemplate.Template) func(*Node, *http.Request, *docData) ([]byte, error) {
 	return func(_ *Node, _ *http.Request, d *docData) ([]byte, error) {
@@ -91,7 +134,7 @@ func init() {
 			var b bytes.Buffer
 			err := specTmpl.Execute(&b, d)
 			return b.Bytes(), err
-		}},
+		}, csp: specCSP},
 	}
 }
 
@@ -141,6 +184,9 @@ func (n *Node) serveDocument(doc document) http.Handler {
 			// RFC 9727: the catalog names itself, for HEAD.
 			w.Header().Add("Link", "<"+apiCatalogPath+`>; rel="api-catalog"`)
 		}
+		if doc.csp != "" {
+			setHTMLHeaders(w.Header(), doc.csp)
+		}
 		rep.write(w, r, http.StatusOK)
 	})
 }
@@ -168,6 +214,9 @@ func (n *Node) serveHome(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Add("Link", "<"+apiCatalogPath+`>; rel="api-catalog"`)
+	if mt == mediaHTML {
+		setHTMLHeaders(w.Header(), homeCSP)
+	}
 	rep := representation{mediaType: mt, body: b.Bytes(), cacheControl: docCache}
 	rep.write(w, r, http.StatusOK)
 }

@@ -2,6 +2,8 @@ package realm
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -147,6 +149,46 @@ func TestHTMLPagesTablesScroll(t *testing.T) {
 				t.Errorf("%s: %s is not a focusable, named region", path, pre)
 			}
 		}
+	}
+}
+
+// TestHTMLPagesSecurityHeaders: each HTML page sends a policy that allows
+// its own inline style (by the hash of the style it serves) and images
+// from this origin, and nothing else: no script, form, frame or base;
+// and it may not be framed, nor tell other sites where it was. The
+// Markdown homepage is no page a browser runs: it has no policy.
+func TestHTMLPagesSecurityHeaders(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, doc := range documents {
+		if doc.MediaType == mediaHTML && doc.csp == "" {
+			t.Errorf("%s is HTML without a policy", doc.Path)
+		}
+	}
+	style := regexp.MustCompile(`(?s)<style>(.*?)</style>`)
+	for _, path := range htmlPages {
+		for _, hdr := range []http.Header{nil, accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")} {
+			_, body, h := tn.send(t, "GET", path, hdr)
+			csp := h.Get("Content-Security-Policy")
+			for _, want := range []string{"default-src 'none'", "img-src 'self'", "form-action 'none'", "frame-ancestors 'none'", "base-uri 'none'"} {
+				if !strings.Contains(csp, want) {
+					t.Errorf("%s: the policy %q lacks %q", path, csp, want)
+				}
+			}
+			m := style.FindSubmatch(body)
+			if m == nil {
+				t.Fatalf("%s has no style", path)
+			}
+			sum := sha256.Sum256(m[1])
+			if want := "style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "';"; !strings.Contains(csp, want) || strings.Contains(csp, "unsafe") || strings.Contains(csp, "script-src") {
+				t.Errorf("%s: the policy %q, want %q for its style and no script", path, csp, want)
+			}
+			if h.Get("X-Frame-Options") != "DENY" || h.Get("Referrer-Policy") != "same-origin" || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Cross-Origin-Opener-Policy") != "same-origin" {
+				t.Errorf("%s: headers %v", path, h)
+			}
+		}
+	}
+	if _, _, h := tn.send(t, "GET", "/", accept("text/markdown")); h.Get("Content-Security-Policy") != "" {
+		t.Errorf("the Markdown homepage has a policy: %q", h.Get("Content-Security-Policy"))
 	}
 }
 

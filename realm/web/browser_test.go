@@ -660,6 +660,12 @@ func TestBrowserReading(t *testing.T) {
 			if els := get(t, ctx, "scrolling regions", chromedp.Evaluate[[]string](unreachable)); len(els) > 0 {
 				t.Errorf("%s at %d px: scrolls sideways out of a keyboard's reach: %q", path, width, els)
 			}
+			// The public pages' own style applies under their policy.
+			if !strings.HasPrefix(path, "/console/") {
+				if mw := get(t, ctx, "the page's style", chromedp.Evaluate[string](`getComputedStyle(document.body).maxWidth`)); mw != "832px" {
+					t.Errorf("%s: the page's style does not apply (body max-width %q)", path, mw)
+				}
+			}
 		}
 	}
 }
