@@ -88,7 +88,7 @@ func testnetCommand() *cli.Command {
 			}
 			if c.Bool("json") {
 				err = writeTestnetJSON(c.App.Writer, rows)
-				fmt.Fprintf(c.App.ErrWriter, "%d realms running; interrupt (Ctrl-C) to stop\n", len(rows))
+				fmt.Fprintf(c.App.ErrWriter, "%s running; interrupt (Ctrl-C) to stop\n", plural(len(rows), "realm"))
 			} else {
 				err = writeTestnetTable(c.App.Writer, rows, cfg)
 			}
@@ -133,7 +133,7 @@ func writeTestnetTable(w io.Writer, rows []testnetRealm, cfg testnet.Config) err
 	if len(rows) == 1 {
 		fmt.Fprintf(&b, "\n1 realm; data in %s.\n", where)
 	} else {
-		fmt.Fprintf(&b, "\n%d realms, peered as a %s; data in %s.\n", len(rows), topologyName(cfg.Topology), where)
+		fmt.Fprintf(&b, "\n%s, peered as a %s; data in %s.\n", plural(len(rows), "realm"), topologyName(cfg.Topology), where)
 	}
 	fmt.Fprintf(&b, "Each operator token acts as that realm's human. Try:\n\n")
 	fmt.Fprintf(&b, "  curl -s -H 'Authorization: Bearer %s' %s/api/v1/federation/peers\n", r.OperatorToken, r.HTTP)
