@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,6 +84,9 @@ func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 			if err := checkRemotePayload(d.Payload); err != nil {
 				return err
 			}
+			if err := checkRemoteMessage(se, &d); err != nil {
+				return fmt.Errorf("corpus: realm %s's message %s: %w", se.Event.Realm, d.MessageID, err)
+			}
 		}
 		return p.applyMessage(tx, se, d, nil)
 	case evRelationshipAsserted:
@@ -92,6 +96,39 @@ func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	}
 	return nil
 }
+
+// checkRemoteMessage holds another realm's message to the rules this
+// realm's writes keep (prepare): ids, subject, content, kinds, tags,
+// mentions, the schema pair and the event's size. A replica can check each
+// alone, so every replica refuses the same messages.
+func checkRemoteMessage(se *store.StoredEvent, d *messageData) error {
+	switch {
+	case d.MessageID == "" || len(d.MessageID) > maxRemoteID || d.ConversationID == "" || len(d.ConversationID) > maxRemoteID:
+		return errors.New("an id empty or over 128 bytes")
+	case d.Subject != "" && (strings.TrimSpace(d.Subject) != d.Subject || protocol.CodePoints(d.Subject) > MaxSubject):
+		return errors.New("a subject not trimmed, or over its limit")
+	case (d.Content == nil || strings.TrimSpace(*d.Content) == "") && d.Payload == nil:
+		return errors.New("neither content nor payload")
+	case d.Content != nil && protocol.CodePoints(*d.Content) > MaxContent:
+		return errors.New("content over its limit")
+	case (d.SchemaName == "") != (d.SchemaVersion == 0):
+		return errors.New("a schema name without its version, or a version without a name")
+	}
+	if kinds, err := normalizeKinds(d.Kind, true); err != nil || !slices.Equal(kinds, d.Kind) {
+		return errors.New("kinds outside the catalogue or out of order")
+	}
+	if tags, err := checkTags(d.Tags); err != nil || !slices.Equal(tags, d.Tags) {
+		return errors.New("tags over the limits, repeated or not trimmed")
+	}
+	if ms, err := checkMentions(d.Mentions); err != nil || !slices.Equal(ms, d.Mentions) {
+		return errors.New("mentions that are not author ids, or repeated")
+	}
+	return checkEventSize(se.Event.Author, protocol.Realm(se.Event.Realm), d)
+}
+
+// maxRemoteID bounds the ids another realm's records carry (this realm
+// makes UUIDs).
+const maxRemoteID = 128
 
 // checkRemotePayload refuses another realm's message whose payload is not
 // one this realm's writes would store: its JCS form, within the size and

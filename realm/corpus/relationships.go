@@ -207,6 +207,16 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 		return err
 	}
 	author := se.Event.Author
+	// The rules a replica can check alone, as createRelationship keeps
+	// them: a type of the catalogue, two messages, an id of bounded size.
+	switch {
+	case !knownRelationshipType(d.RelationshipType):
+		return fmt.Errorf("corpus: relationship %s of type %q, not in the catalogue", d.RelationshipID, d.RelationshipType)
+	case d.SourceMessageID == d.TargetMessageID:
+		return fmt.Errorf("corpus: relationship %s relates message %s to itself", d.RelationshipID, d.SourceMessageID)
+	case d.RelationshipID == "" || len(d.RelationshipID) > maxRemoteID:
+		return fmt.Errorf("corpus: a relationship id empty or over %d bytes", maxRemoteID)
+	}
 	src, err := heldMessage(tx, d.SourceMessageID)
 	if err != nil {
 		return err
@@ -221,6 +231,16 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 	}
 	if err := assertionRule(author, d.RelationshipType, src, tgt); err != nil {
 		return fmt.Errorf("corpus: relationship %s refused: %w", d.RelationshipID, err)
+	}
+	// The author asserts it once while it stands (its realm's chain
+	// orders the author's assertions and retractions: every replica sees
+	// the same).
+	if _, err := tx.Get(activeKey(author, d.SourceMessageID, d.TargetMessageID, d.RelationshipType)); err == nil {
+		if held, herr := tx.Get(cat(pfxRel, []byte(d.RelationshipID))); herr != nil || len(held) == 0 {
+			return fmt.Errorf("corpus: %s asserts relationship %s while asserting it already", author, d.RelationshipID)
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
 	}
 	// An assertion is immutable: one that exists is never asserted anew
 	// (its retraction undone, its author changed).

@@ -100,9 +100,25 @@ func TestRemoteForgeriesRefused(t *testing.T) {
 			messageData{MessageID: "m-forged", ConversationID: "c-away", Content: text("forged"), Kind: []string{"post"}}},
 		{"another realm's author relating", evRelationshipAsserted, string(p.Agent.AuthorID),
 			assertionData{RelationshipID: "r-forged", SourceMessageID: "m-away", TargetMessageID: first.MessageID, RelationshipType: "supports"}},
+		// The rules a write keeps, which a replica can check alone.
+		{"a subject over its limit", evMessageCreated, "away:bot",
+			messageData{MessageID: "m-s", ConversationID: "c-s", Subject: strings.Repeat("S", MaxSubject+1), Content: text("x"), Kind: []string{"post"}}},
+		{"content over its limit", evMessageCreated, "away:bot",
+			messageData{MessageID: "m-c", ConversationID: "c-away", Content: text(strings.Repeat("c", MaxContent+1)), Kind: []string{"post"}}},
+		{"blank content", evMessageCreated, "away:bot", messageData{MessageID: "m-b", ConversationID: "c-away", Content: text("   "), Kind: []string{"post"}}},
+		{"a kind outside the catalogue", evMessageCreated, "away:bot",
+			messageData{MessageID: "m-k", ConversationID: "c-away", Content: text("x"), Kind: []string{"post", "<script>"}}},
+		{"too many tags", evMessageCreated, "away:bot",
+			messageData{MessageID: "m-t", ConversationID: "c-away", Content: text("x"), Kind: []string{"post"}, Tags: strings.Split(strings.Repeat("t,", 40)+"t", ",")}},
+		{"a relationship type outside the catalogue", evRelationshipAsserted, "away:bot",
+			assertionData{RelationshipID: "r-type", SourceMessageID: "m-away", TargetMessageID: first.MessageID, RelationshipType: "owns-your-data"}},
+		{"a message related to itself", evRelationshipAsserted, "away:bot",
+			assertionData{RelationshipID: "r-self", SourceMessageID: "m-away", TargetMessageID: "m-away", RelationshipType: "supports"}},
 	} {
 		if err := ingest(tc.typ, tc.author, tc.data); err == nil {
 			t.Errorf("%s: taken", tc.name)
+		} else {
+			t.Logf("%s: %v", tc.name, err)
 		}
 	}
 	var m Message
@@ -118,5 +134,10 @@ func TestRemoteForgeriesRefused(t *testing.T) {
 	}
 	if err := ingest(evRelationshipAsserted, "away:other", rel); err == nil {
 		t.Error("a relationship asserted again: taken")
+	}
+	again := rel
+	again.RelationshipID = "r-away-2"
+	if err := ingest(evRelationshipAsserted, "away:bot", again); err == nil {
+		t.Error("an author asserting what it asserts already: taken")
 	}
 }

@@ -30,7 +30,7 @@ func unparkedSource(t *testing.T) *Service {
 	g2, _ := gamma.sign(evThreadOpened, "gus", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "x", AuthorKind: "llm",
 		Claims: []claimData{{N: 1, Statement: "g claims"}}})
 	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm",
-		Refutes: []string{"gamma:cl_1"}, Claims: []claimData{{N: 2, Statement: "a claims"}}})
+		Refutes: []string{"gamma:cl_1"}, Evidence: []protocol.Evidence{{Kind: "note", Value: "no"}}, Claims: []claimData{{N: 2, Statement: "a claims"}}})
 	alpha.emit(evMessagePosted, "alice", messageData{Thread: "th_1", N: 3, Kind: "ask", Body: "more", AuthorKind: "llm"})
 	if p, _ := src.st.ParkedEvents(0); len(p) != 2 {
 		t.Fatalf("parked %+v", p)
@@ -75,8 +75,8 @@ func TestImportOfUnparkedDependency(t *testing.T) {
 	beta := newChainWriter(t, src.st, "beta", 3, nil)
 	// beta opens a thread refuting alpha:cl_2, held now.
 	beta.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
-	beta.emit(evThreadOpened, "bob", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "y", AuthorKind: "llm",
-		Refutes: []string{"alpha:cl_2"}})
+	beta.emit(evThreadOpened, "bob", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "refute", Body: "y", AuthorKind: "llm",
+		Refutes: []string{"alpha:cl_2"}, Evidence: []protocol.Evidence{{Kind: "note", Value: "y"}}})
 
 	evs, order := exported(t, src)
 	if want := "[test:1 alpha:1 alpha:2 gamma:1 gamma:2 alpha:3 alpha:4 beta:1 beta:2]"; order != want {

@@ -226,6 +226,11 @@ func (p *apply) message(d messageData, opened bool) error {
 		return fmt.Errorf("parley: realm %s cannot open a thread of %s", p.realm, tid.Realm)
 	}
 	mid := rid{p.realm, d.N}
+	if p.post == nil { // another realm's event, or a rebuild's: what it makes must be new
+		if err := p.fresh(tid, opened, mid, d); err != nil {
+			return err
+		}
+	}
 	m := messageRec{Realm: p.realm, N: d.N, CID: p.cid, Thread: tid, Kind: protocol.Act(d.Kind), Body: d.Body, Identity: p.author(),
 		Extension: d.Extension, AuthorKind: d.AuthorKind, Provenance: d.Provenance, RelatesTo: d.RelatesTo, Evidence: d.Evidence,
 		Image: d.Image, Awaiting: protocol.AwaitsReply(protocol.Act(d.Kind)), CreatedAt: p.at, Sequence: p.se.Sequence}
@@ -286,6 +291,44 @@ func (p *apply) message(d messageData, opened bool) error {
 		old = &o
 	}
 	return p.join(t, old, &m, d.Change)
+}
+
+// fresh refuses an event that names again a message, a claim or (opening
+// one) a thread its realm made already: records are immutable, and other
+// realms' attestations, replies and acceptances refer to them as they
+// were. It also holds the envelope's own rules a replica can check alone:
+// refutes only on a refute act, with evidence.
+func (p *apply) fresh(tid rid, opened bool, mid rid, d messageData) error {
+	var held struct{}
+	if opened {
+		if _, ok := p.r.changed(p.tx).thread(tid); ok {
+			return fmt.Errorf("parley: realm %s opens thread th_%d again", p.realm, tid.N)
+		}
+		if ok, err := p.tx.GetJSON(ridKey(pfxThread, tid), &held); err != nil || ok {
+			if err == nil {
+				err = fmt.Errorf("parley: realm %s opens thread th_%d again", p.realm, tid.N)
+			}
+			return err
+		}
+	}
+	if ok, err := p.tx.GetJSON(ridKey(pfxMessage, mid), &held); err != nil || ok {
+		if err == nil {
+			err = fmt.Errorf("parley: realm %s posts msg_%d again", p.realm, mid.N)
+		}
+		return err
+	}
+	for _, c := range d.Claims {
+		if ok, err := p.tx.GetJSON(ridKey(pfxClaim, rid{p.realm, c.N}), &held); err != nil || ok {
+			if err == nil {
+				err = fmt.Errorf("parley: realm %s makes claim cl_%d again", p.realm, c.N)
+			}
+			return err
+		}
+	}
+	if len(d.Refutes) > 0 && (protocol.Act(d.Kind) != protocol.ActRefute || len(d.Evidence) == 0) {
+		return fmt.Errorf("parley: realm %s refutes in a %s without evidence or a refute act", p.realm, d.Kind)
+	}
+	return nil
 }
 
 // join puts a message into its thread: the thread's indexes, the claims it

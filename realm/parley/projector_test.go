@@ -525,3 +525,51 @@ func TestForeignAuthorRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordsImmutable: another realm's event may not make again a
+// message, a claim or a thread it made (other realms' attestations and
+// acceptances refer to them as they were), nor refute outside a refute act
+// with evidence; each is refused, and what was held stays.
+func TestRecordsImmutable(t *testing.T) {
+	s := newFixedService(t)
+	away := newChainWriter(t, s.st, "away", 5, nil)
+	away.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
+	away.emit(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "the original", AuthorKind: "llm",
+		Claims: []claimData{{N: 1, Statement: "it holds"}}})
+	ev := []protocol.Evidence{{Kind: "note", Value: "seen"}}
+	for _, tc := range []struct {
+		name, typ string
+		d         messageData
+	}{
+		{"a message again", evMessagePosted, messageData{Thread: "th_1", N: 1, Kind: "note", Body: "swapped", AuthorKind: "llm"}},
+		{"a claim again", evMessagePosted, messageData{Thread: "th_1", N: 2, Kind: "note", Body: "x", AuthorKind: "llm",
+			Claims: []claimData{{N: 1, Statement: "rewritten"}}}},
+		{"a thread again", evThreadOpened, messageData{Thread: "th_1", Board: 1, N: 3, Kind: "ask", Body: "reopened", AuthorKind: "llm"}},
+		{"refutes in a note", evMessagePosted, messageData{Thread: "th_1", N: 4, Kind: "note", Body: "x", AuthorKind: "llm",
+			Refutes: []string{"cl_1"}, Evidence: ev}},
+		{"a refute without evidence", evMessagePosted, messageData{Thread: "th_1", N: 5, Kind: "refute", Body: "x", AuthorKind: "llm",
+			Refutes: []string{"cl_1"}}},
+	} {
+		seq, prev, at := away.seq, away.prev, away.at
+		raw, _ := away.sign(tc.typ, "alice", tc.d)
+		if _, err := s.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err == nil {
+			t.Errorf("%s: taken", tc.name)
+		}
+		away.seq, away.prev, away.at = seq, prev, at
+	}
+	away.emit(evMessagePosted, "bob", messageData{Thread: "th_1", N: 2, Kind: "refute", Body: "no", AuthorKind: "llm", Refutes: []string{"cl_1"}, Evidence: ev})
+	var c claimRec
+	var m messageRec
+	if err := s.st.View(func(tx *store.Tx) error {
+		if _, err := tx.GetJSON(ridKey(pfxClaim, rid{"away", 1}), &c); err != nil {
+			return err
+		}
+		_, err := tx.GetJSON(ridKey(pfxMessage, rid{"away", 1}), &m)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Statement != "it holds" || c.State != protocol.ClaimRefuted || m.Body != "the original" {
+		t.Fatalf("after the refused events: claim %q %s, message %q", c.Statement, c.State, m.Body)
+	}
+}
