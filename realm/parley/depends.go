@@ -114,7 +114,7 @@ func (pr projector) refutesHeld(tx *store.Tx, realm protocol.Realm, refutes []st
 // reply se is held, kept until the reply arrived.
 func acceptedEarly(tx *store.Tx, se *store.StoredEvent, thread rid) bool {
 	var dec decisionRec
-	ok, err := tx.GetJSON(key(pfxDecision, se.CID.Bytes()), &dec)
+	ok, err := tx.GetJSON(earlyKey(se.CID.Bytes(), thread.Realm), &dec)
 	return err == nil && ok && dec.Accepted && dec.Thread == thread
 }
 

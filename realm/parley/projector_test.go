@@ -573,3 +573,32 @@ func TestRecordsImmutable(t *testing.T) {
 		t.Fatalf("after the refused events: claim %q %s, message %q", c.Statement, c.State, m.Body)
 	}
 }
+
+// TestEarlyWordOfAnotherRealm: a decision on a reply that has not arrived
+// is kept by its deciding realm, so that a realm whose thread the reply is
+// not in cannot take the place of the word of the reply's thread's realm.
+func TestEarlyWordOfAnotherRealm(t *testing.T) {
+	s := newFixedService(t)
+	home := newChainWriter(t, s.st, "home", 5, nil)
+	rep := newChainWriter(t, s.st, "rep", 6, nil)
+	evil := newChainWriter(t, s.st, "evil", 7, nil)
+	home.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
+	home.emit(evThreadOpened, "alice", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "q", AuthorKind: "llm"})
+	evil.emit(evBoardCreated, "human", boardData{ID: 1, Slug: "general", Name: "General"})
+	evil.emit(evThreadOpened, "eve", messageData{Thread: "th_1", Board: 1, N: 1, Kind: "ask", Body: "mine", AuthorKind: "llm"})
+	raw, c := rep.sign(evMessagePosted, "bob", messageData{Thread: "home:th_1", N: 1, Kind: "note", Body: "a reply", AuthorKind: "llm"})
+	// Both words come before the reply: the other realm's first.
+	evil.emit(evReplyRefused, "rep:bob", decisionData{Thread: "th_1", Message: "rep:msg_1", CID: c.String(), Reason: "forbidden", Error: "no"})
+	home.emit(evReplyRefused, "rep:bob", decisionData{Thread: "th_1", Message: "rep:msg_1", CID: c.String(), Reason: "thread_closed", Error: "closed"})
+	rep.ingest(raw)
+	var m messageRec
+	if err := s.st.View(func(tx *store.Tx) error {
+		_, err := tx.GetJSON(key(pfxMessage, rid{"rep", 1}.bytes()), &m)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if m.Status != ReplyRefused || m.Refusal == nil || m.Refusal.Reason != "thread_closed" {
+		t.Fatalf("the reply: %s %+v, want refused by home (thread_closed)", m.Status, m.Refusal)
+	}
+}

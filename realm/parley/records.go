@@ -26,7 +26,7 @@ var (
 	pfxPart     = []byte("p/pa/pt/")
 	pfxCID      = []byte("p/pa/cid/")
 	pfxPending  = []byte("p/pa/rp/") // thread, reply → the reply's CID: replies from other realms awaiting the thread's realm
-	pfxDecision = []byte("p/pa/rd/") // reply CID → a decision that arrived before its reply
+	pfxDecision = []byte("p/pa/rd/") // reply CID \0 deciding realm → a decision that arrived before its reply
 	pfxDecided  = []byte("p/pa/rx/") // identity \0 sequence → a reply of theirs the thread's realm decided on
 	pfxAside    = []byte("p/pa/ca/") // claim, sequence, kind → a fact on a claim of a realm refused here, kept until the claim comes
 

@@ -92,19 +92,28 @@ type Refusal struct {
 	Error  string `json:"error"`
 }
 
+// earlyKey is where a decision on the reply with CID c, made by realm
+// before the reply arrived, waits for it. It is kept by the deciding
+// realm: a realm whose thread the reply is not in cannot take the place of
+// the word that counts, the one of the reply's thread's realm.
+func earlyKey(c []byte, realm protocol.Realm) []byte {
+	return key(pfxDecision, c, []byte{0}, []byte(realm))
+}
+
 // reply keeps a message posted into another realm's thread: pending, or
 // decided at once when the decision arrived first.
 func (p *apply) reply(m *messageRec) error {
 	m.Status = ReplyPending
 	var dec decisionRec
-	ok, err := p.tx.GetJSON(key(pfxDecision, p.se.CID.Bytes()), &dec)
+	early := earlyKey(p.se.CID.Bytes(), m.Thread.Realm)
+	ok, err := p.tx.GetJSON(early, &dec)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return p.keepPending(m)
 	}
-	if err := p.tx.Delete(key(pfxDecision, p.se.CID.Bytes())); err != nil {
+	if err := p.tx.Delete(early); err != nil {
 		return err
 	}
 	if dec.Thread != m.Thread {
@@ -162,7 +171,8 @@ func (p *apply) decision(d decisionData, accepted bool) error {
 	if !ok {
 		// The reply is on its way. The first word kept is the one that
 		// counts, as it is for a reply already held.
-		if _, err := p.tx.Get(key(pfxDecision, c.Bytes())); err == nil {
+		early := earlyKey(c.Bytes(), p.realm)
+		if _, err := p.tx.Get(early); err == nil {
 			return nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return err
@@ -177,7 +187,7 @@ func (p *apply) decision(d decisionData, accepted bool) error {
 			}
 			dec.Applied, dec.Sequence = true, p.se.Sequence
 		}
-		return putJSON(p.tx, key(pfxDecision, c.Bytes()), &dec)
+		return putJSON(p.tx, early, &dec)
 	}
 	var m messageRec
 	if ok, err := p.tx.GetJSON(key(pfxMessage, ref.ID.bytes()), &m); err != nil || !ok {
