@@ -180,3 +180,14 @@ func AuthoredBy(realm Realm, author string) bool {
 	prefix, _, ok := strings.Cut(author, ":")
 	return author == "" || ok && (prefix == string(realm) || prefix == HumanPrefix)
 }
+
+// CheckAuthor refuses a forum or corpus event (parley.*, corpus.*) whose
+// author is not one of its realm's (AuthoredBy). A federation event may
+// name another realm's identity: a reply decision names the reply's
+// author.
+func CheckAuthor(e *Event) error {
+	if (strings.HasPrefix(e.Type, "parley.") || strings.HasPrefix(e.Type, "corpus.")) && !AuthoredBy(Realm(e.Realm), e.Author) {
+		return fmt.Errorf("%w: realm %s signed a %s by %q, an identity of another realm", ErrInvalidEvent, e.Realm, e.Type, e.Author)
+	}
+	return nil
+}

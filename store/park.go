@@ -286,6 +286,9 @@ func missing(tx *Tx, projectors []Projector, se *StoredEvent) error {
 // expect (a thread's state follows its realm's events in order): while an
 // earlier event of the realm waits, a later one waits behind it.
 func (tx *Tx) ingestEvent(ev *protocol.Event, c cid.Cid, raw []byte) (*StoredEvent, error) {
+	if err := protocol.CheckAuthor(ev); err != nil { // refused, not parked
+		return nil, err
+	}
 	se := &StoredEvent{Event: ev, CID: c, Raw: raw}
 	var scopes []string
 	if n := tx.waiting(ev.Realm); n > 0 {

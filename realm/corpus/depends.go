@@ -14,9 +14,6 @@ import (
 // retraction withdraws. The store then parks the event (store.Dependent)
 // rather than hold back its realm's chain.
 func (p *projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
-	if !protocol.AuthoredBy(protocol.Realm(se.Event.Realm), se.Event.Author) {
-		return nil // Apply refuses it at once, rather than after a wait
-	}
 	switch se.Event.Type {
 	case evMessageCreated:
 		var d struct {

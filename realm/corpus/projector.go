@@ -66,11 +66,6 @@ func (p *projector) take(se *store.StoredEvent) *knownMessage {
 
 func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	known := p.take(se)
-	// A realm writes as its own authors only: author_id is attribution
-	// every reader relies on.
-	if strings.HasPrefix(se.Event.Type, "corpus.") && !protocol.AuthoredBy(protocol.Realm(se.Event.Realm), se.Event.Author) {
-		return fmt.Errorf("corpus: realm %s signed a %s by %q, an author of another realm", se.Event.Realm, se.Event.Type, se.Event.Author)
-	}
 	switch se.Event.Type {
 	case evMessageCreated:
 		if known != nil {
@@ -90,9 +85,9 @@ func (p *projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 		}
 		return p.applyMessage(tx, se, d, nil)
 	case evRelationshipAsserted:
-		return applyAssertion(tx, se)
+		return applyAssertion(tx, se, se.Event.Realm != p.home)
 	case evRelationshipRetracted:
-		return applyRetraction(tx, se)
+		return applyRetraction(tx, se, se.Event.Realm != p.home)
 	}
 	return nil
 }
@@ -198,7 +193,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 	}
 	created := !ok
-	if known == nil { // another realm's event (or a rebuild's): nothing it names may exist yet
+	if se.Event.Realm != p.home { // another realm's event: nothing it names may exist yet
 		var old Message
 		if held, err := readMessage(tx, []byte(d.MessageID), &old); err != nil {
 			return err

@@ -201,22 +201,47 @@ func heldMessage(tx *store.Tx, id string) (*Message, error) {
 	return &m, nil
 }
 
-func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
+// checkRemoteAssertion holds another realm's assertion to the rules
+// createRelationship keeps for ours that a replica can check alone: a type
+// of the catalogue, two messages, an id of bounded size; an assertion is
+// immutable (one that exists is never asserted anew: its retraction
+// undone, its author changed), and its author asserts it once while it
+// stands (its realm's chain orders the author's assertions and
+// retractions, so every replica sees the same). again is true for this
+// very event, projected already by another projector of the store.
+func checkRemoteAssertion(tx *store.Tx, se *store.StoredEvent, d *assertionData) (again bool, err error) {
+	switch {
+	case !knownRelationshipType(d.RelationshipType):
+		return false, fmt.Errorf("corpus: relationship %s of type %q, not in the catalogue", d.RelationshipID, d.RelationshipType)
+	case d.SourceMessageID == d.TargetMessageID:
+		return false, fmt.Errorf("corpus: relationship %s relates message %s to itself", d.RelationshipID, d.SourceMessageID)
+	case d.RelationshipID == "" || len(d.RelationshipID) > maxRemoteID:
+		return false, fmt.Errorf("corpus: a relationship id empty or over %d bytes", maxRemoteID)
+	}
+	var held relRec
+	switch ok, err := tx.GetJSON(cat(pfxRel, []byte(d.RelationshipID)), &held); {
+	case err != nil:
+		return false, err
+	case ok && held.CID == se.CID.String():
+		return true, nil
+	case ok:
+		return false, fmt.Errorf("corpus: relationship %s exists", d.RelationshipID)
+	}
+	switch _, err := tx.Get(activeKey(se.Event.Author, d.SourceMessageID, d.TargetMessageID, d.RelationshipType)); {
+	case err == nil:
+		return false, fmt.Errorf("corpus: %s asserts relationship %s while asserting it already", se.Event.Author, d.RelationshipID)
+	case !errors.Is(err, store.ErrNotFound):
+		return false, err
+	}
+	return false, nil
+}
+
+func applyAssertion(tx *store.Tx, se *store.StoredEvent, remote bool) error {
 	var d assertionData
 	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 		return err
 	}
 	author := se.Event.Author
-	// The rules a replica can check alone, as createRelationship keeps
-	// them: a type of the catalogue, two messages, an id of bounded size.
-	switch {
-	case !knownRelationshipType(d.RelationshipType):
-		return fmt.Errorf("corpus: relationship %s of type %q, not in the catalogue", d.RelationshipID, d.RelationshipType)
-	case d.SourceMessageID == d.TargetMessageID:
-		return fmt.Errorf("corpus: relationship %s relates message %s to itself", d.RelationshipID, d.SourceMessageID)
-	case d.RelationshipID == "" || len(d.RelationshipID) > maxRemoteID:
-		return fmt.Errorf("corpus: a relationship id empty or over %d bytes", maxRemoteID)
-	}
 	src, err := heldMessage(tx, d.SourceMessageID)
 	if err != nil {
 		return err
@@ -232,25 +257,10 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 	if err := assertionRule(author, d.RelationshipType, src, tgt); err != nil {
 		return fmt.Errorf("corpus: relationship %s refused: %w", d.RelationshipID, err)
 	}
-	// The author asserts it once while it stands (its realm's chain
-	// orders the author's assertions and retractions: every replica sees
-	// the same).
-	if _, err := tx.Get(activeKey(author, d.SourceMessageID, d.TargetMessageID, d.RelationshipType)); err == nil {
-		if held, herr := tx.Get(cat(pfxRel, []byte(d.RelationshipID))); herr != nil || len(held) == 0 {
-			return fmt.Errorf("corpus: %s asserts relationship %s while asserting it already", author, d.RelationshipID)
+	if remote {
+		if again, err := checkRemoteAssertion(tx, se, &d); err != nil || again {
+			return err
 		}
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	// An assertion is immutable: one that exists is never asserted anew
-	// (its retraction undone, its author changed).
-	var held relRec
-	if ok, err := tx.GetJSON(cat(pfxRel, []byte(d.RelationshipID)), &held); err != nil {
-		return err
-	} else if ok && held.CID == se.CID.String() {
-		return nil // this very event, projected already (another projector of the store)
-	} else if ok {
-		return fmt.Errorf("corpus: relationship %s exists", d.RelationshipID)
 	}
 	r := relRec{ID: d.RelationshipID, Source: d.SourceMessageID, Target: d.TargetMessageID, Type: d.RelationshipType, Author: author,
 		CreatedAt: se.Event.Time(), Sequence: se.Sequence, Realm: se.Event.Realm, CID: se.CID.String()}
@@ -294,7 +304,7 @@ func applyAssertion(tx *store.Tx, se *store.StoredEvent) error {
 		ResourceID: r.ID, RecordedAt: r.CreatedAt, Data: data})
 }
 
-func applyRetraction(tx *store.Tx, se *store.StoredEvent) error {
+func applyRetraction(tx *store.Tx, se *store.StoredEvent, remote bool) error {
 	var d retractionData
 	if err := protocol.DecodeData(se.Event.Data, &d); err != nil {
 		return err
@@ -311,11 +321,14 @@ func applyRetraction(tx *store.Tx, se *store.StoredEvent) error {
 	case r.RetractionID != "":
 		return fmt.Errorf("corpus: relationship %s is already retracted by %s", r.ID, r.RetractionID)
 	}
-	var held Retraction
-	if ok, err := tx.GetJSON(cat(pfxRetr, []byte(d.RetractionID)), &held); err != nil {
-		return err
-	} else if ok {
-		return fmt.Errorf("corpus: retraction %s exists", d.RetractionID)
+	if remote { // an id of another realm's, which names no retraction held
+		var held Retraction
+		if ok, err := tx.GetJSON(cat(pfxRetr, []byte(d.RetractionID)), &held); err != nil || ok {
+			if err == nil {
+				err = fmt.Errorf("corpus: retraction %s exists", d.RetractionID)
+			}
+			return err
+		}
 	}
 	x := Retraction{RetractionID: d.RetractionID, RelationshipID: r.ID, AuthorID: se.Event.Author, CreatedAt: se.Event.Time(),
 		Sequence: se.Sequence, Realm: se.Event.Realm, CID: se.CID.String()}

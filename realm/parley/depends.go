@@ -20,8 +20,8 @@ func (pr projector) Missing(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
 	realm := protocol.Realm(ev.Realm)
 	d, ok, err := refsOf(ev)
-	if !ok || err != nil || ev.Type == evBoardCreated || !protocol.AuthoredBy(realm, ev.Author) {
-		return nil // nothing to need, or Apply says what is wrong (a foreign author, say) at once
+	if !ok || err != nil || ev.Type == evBoardCreated {
+		return nil // nothing to need, or Apply says what is wrong
 	}
 	switch ev.Type {
 	case evClaimSealed:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"relay/protocol"
@@ -48,12 +47,6 @@ func (pr projector) Apply(tx *store.Tx, se *store.StoredEvent) error {
 	ev := se.Event
 	p := &apply{tx: tx, r: pr.r, se: se, realm: protocol.Realm(ev.Realm), home: pr.home, seq: ev.Seq, at: ev.Time(), cid: protocol.CIDString(se.CID),
 		refusing: pr.refusing}
-	// A realm posts, opens, attests and moderates as its own identities
-	// only. (A reply decision names the reply's author, of another realm:
-	// it is federation.reply.*, not checked here.)
-	if strings.HasPrefix(ev.Type, "parley.") && !protocol.AuthoredBy(p.realm, ev.Author) {
-		return fmt.Errorf("parley: realm %s signed a %s by %q, an identity of another realm", ev.Realm, ev.Type, ev.Author)
-	}
 	switch ev.Type {
 	case evBoardCreated:
 		var d boardData
@@ -226,7 +219,7 @@ func (p *apply) message(d messageData, opened bool) error {
 		return fmt.Errorf("parley: realm %s cannot open a thread of %s", p.realm, tid.Realm)
 	}
 	mid := rid{p.realm, d.N}
-	if p.post == nil { // another realm's event, or a rebuild's: what it makes must be new
+	if p.realm != p.home { // another realm's event: what it makes must be new
 		if err := p.fresh(tid, opened, mid, d); err != nil {
 			return err
 		}
