@@ -483,7 +483,7 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 	}
 	rec := &rpcRecorder{ResponseWriter: w}
 	h.ServeHTTP(rec, r)
-	if rec.json {
+	if rec.unescape {
 		rec.finishJSON()
 		return
 	}
@@ -613,10 +613,10 @@ func writeRPCError(w http.ResponseWriter, status int, id json.RawMessage, code i
 // passes through.
 type rpcRecorder struct {
 	http.ResponseWriter
-	status      int
-	wroteHeader bool
-	held, json  bool
-	body        bytes.Buffer
+	status         int
+	wroteHeader    bool
+	held, unescape bool // a refusal to rewrite; a JSON response to write unescaped
+	body           bytes.Buffer
 }
 
 func (rec *rpcRecorder) WriteHeader(status int) {
@@ -628,7 +628,7 @@ func (rec *rpcRecorder) WriteHeader(status int) {
 	case status == http.StatusBadRequest && strings.HasPrefix(ct, "text/plain"):
 		rec.held = true
 	case strings.HasPrefix(ct, "application/json"):
-		rec.json = true
+		rec.unescape = true
 	default:
 		rec.ResponseWriter.WriteHeader(status)
 	}
@@ -638,7 +638,7 @@ func (rec *rpcRecorder) Write(b []byte) (int, error) {
 	if !rec.wroteHeader {
 		rec.WriteHeader(http.StatusOK)
 	}
-	if rec.held || rec.json {
+	if rec.held || rec.unescape {
 		return rec.body.Write(b)
 	}
 	return rec.ResponseWriter.Write(b)
@@ -646,7 +646,7 @@ func (rec *rpcRecorder) Write(b []byte) (int, error) {
 
 // Flush lets a stream through.
 func (rec *rpcRecorder) Flush() {
-	if f, ok := rec.ResponseWriter.(http.Flusher); ok && !rec.held && !rec.json {
+	if f, ok := rec.ResponseWriter.(http.Flusher); ok && !rec.held && !rec.unescape {
 		f.Flush()
 	}
 }

@@ -46,6 +46,8 @@ const (
 	mediaHTML     = "text/html"
 	mediaText     = "text/plain"
 	mediaLinkset  = "application/linkset+json"
+	mediaNDJSON   = "application/x-ndjson"
+	mediaSSE      = "text/event-stream"
 )
 
 // contentSignal is what canonical corpus resources declare (the corpus

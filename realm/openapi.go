@@ -237,7 +237,7 @@ func (n *Node) openAPIOperation(op *api.Operation) oaObject {
 	}
 	// The feeds of changes (NDJSON, a stream) are pages of a moving log:
 	// no validators, no 304.
-	cacheable := !slices.ContainsFunc(op.Representations, func(mt string) bool { return mt == "application/x-ndjson" || mt == "text/event-stream" })
+	cacheable := !slices.ContainsFunc(op.Representations, func(mt string) bool { return mt == mediaNDJSON || mt == mediaSSE })
 	if len(op.Representations) > 0 && cacheable {
 		okHeaders["ETag"] = headerObj("strong validator of this representation")
 		okHeaders["Vary"] = headerObj("Accept")
@@ -303,7 +303,7 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 			"responses": oaObject{
 				"200": oaObject{"description": "the JSON-RPC answer (an array for a batch), as JSON or an event stream",
 					"content": oaObject{mediaJSON: oaObject{"schema": oaObject{"type": []string{"object", "array"}, "description": "a JSON-RPC 2.0 response, or a batch's"}},
-						"text/event-stream": oaObject{"schema": oaObject{"type": "string"}}}},
+						mediaSSE: oaObject{"schema": oaObject{"type": "string"}}}},
 				"202": oaObject{"description": "a notification or response was accepted"},
 				"400": oaObject{"description": "not a JSON-RPC message, or headers the transport refuses: a JSON-RPC error with id null",
 					"content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}}},

@@ -277,15 +277,7 @@ func TestRefusalsWithoutCredentialCount(t *testing.T) {
 	if r, out := rawMCP(t, tn.srv.URL, "not-a-token", []byte(`{"jsonrpc":"2.0","id":1,"method":"ping"}`)); r.StatusCode != 429 || out["reason"] != "rate_limited" {
 		t.Fatalf("bad token over the limit on /api/v1/mcp: %d %v", r.StatusCode, out)
 	}
-	req, _ := http.NewRequest("POST", tn.srv.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-	req.Header.Set("Authorization", "Bearer not-a-token")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != 429 {
+	if resp, _ := mcpCall(t, tn.srv.URL, "", "not-a-token", `{"jsonrpc":"2.0","id":1,"method":"ping"}`); resp.StatusCode != 429 {
 		t.Fatalf("bad token over the limit on /mcp: %d", resp.StatusCode)
 	}
 }
@@ -613,18 +605,12 @@ func TestHeldWritesAre503(t *testing.T) {
 	a := tn.issue(t, "alpha", "write")
 	release := tn.store.HoldAuthoring()
 	defer release()
-	req, _ := http.NewRequest("POST", tn.srv.URL+"/api/v1/boards/lobby/threads", strings.NewReader(`{"kind":"ask","body":"held?"}`))
-	req.Header.Set("Authorization", "Bearer "+a)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	status, body, hdr := tn.sendBody(t, "POST", "/api/v1/boards/lobby/threads",
+		http.Header{"Authorization": {"Bearer " + a}, "Content-Type": {"application/json"}}, `{"kind":"ask","body":"held?"}`)
 	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
-	resp.Body.Close()
-	if resp.StatusCode != 503 || out["reason"] != "unavailable" || resp.Header.Get("Retry-After") != "5" {
-		t.Fatalf("held write over HTTP: %d %v %v", resp.StatusCode, resp.Header, out)
+	json.Unmarshal(body, &out)
+	if status != 503 || out["reason"] != "unavailable" || hdr.Get("Retry-After") != "5" {
+		t.Fatalf("held write over HTTP: %d %v %v", status, hdr, out)
 	}
 	_, res := rawMCP(t, tn.srv.URL, a, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_boards_id_threads","arguments":{"id":"lobby","kind":"ask","body":"held?"}}}`))
 	if field(res, "result", "structuredContent", "reason") != "unavailable" {

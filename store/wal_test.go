@@ -905,15 +905,7 @@ func TestWALMarkSkipsWhatBadgerHolds(t *testing.T) {
 			evs := submitEach(t, s, 10)
 			dir := liveCopy(t, live)
 			s.Close()
-			segs := segmentFiles(t, dir)
-			name := filepath.Join(dir, walDirName, segs[len(segs)-1])
-			b, err := os.ReadFile(name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(name, damage.do(b), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			damageNewestSegment(t, dir, damage.do)
 			s = openTest(t, testConfig(dir), counter{})
 			checkHolds(t, s, evs)
 			se, err := s.Submit(context.Background(), draftFn("t.a", "after"))
@@ -939,15 +931,7 @@ func TestWALMarkDamageBeforeTheEnd(t *testing.T) {
 	submitEach(t, s, 5)
 	copyFiles(t, filepath.Join(live, walDirName), filepath.Join(dir, walDirName)) // the log: 1-10
 	s.Close()
-	segs := segmentFiles(t, dir)
-	name := filepath.Join(dir, walDirName, segs[len(segs)-1])
-	b, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(name, zeroHeader(b, 2), 0o600); err != nil { // record 3
-		t.Fatal(err)
-	}
+	damageNewestSegment(t, dir, func(b []byte) []byte { return zeroHeader(b, 2) }) // record 3
 	if _, err := Open(testConfig(dir)); !errors.Is(err, errWALDamaged) {
 		t.Fatalf("open: %v, want %v", err, errWALDamaged)
 	}
@@ -975,5 +959,20 @@ func TestWALMarkGap(t *testing.T) {
 	}
 	if after := segmentFiles(t, dir); !slices.Equal(before, after) {
 		t.Fatalf("the refused open changed the log: %v, then %v", before, after)
+	}
+}
+
+// damageNewestSegment rewrites the newest log segment of the store in dir
+// with what damage makes of it.
+func damageNewestSegment(t *testing.T, dir string, damage func([]byte) []byte) {
+	t.Helper()
+	segs := segmentFiles(t, dir)
+	name := filepath.Join(dir, walDirName, segs[len(segs)-1])
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, damage(b), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

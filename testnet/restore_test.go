@@ -31,15 +31,7 @@ func TestOlderCopyTakesItsOwnEvents(t *testing.T) {
 		if n := threadCount(t, r); n != 6 {
 			t.Errorf("%s lists %d threads, want 6", r.Name, n)
 		}
-		realms, err := r.Node.Federation().Realms()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rs := range realms {
-			if rs.Quarantined != "" {
-				t.Errorf("%s quarantined %s: %s", r.Name, rs.Realm, rs.Quarantined)
-			}
-		}
+		noQuarantine(t, r)
 		if alarms := r.Node.Federation().OwnChainAlarms(); len(alarms) > 0 {
 			t.Errorf("%s raised own-chain alarms: %+v", r.Name, alarms)
 		}
@@ -171,15 +163,7 @@ func TestRestoredWaitsForAPeer(t *testing.T) {
 	}
 	checkChains(t, net)
 	for _, r := range net.Realms {
-		realms, err := r.Node.Federation().Realms()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rs := range realms {
-			if rs.Quarantined != "" {
-				t.Errorf("%s quarantined %s: %s", r.Name, rs.Realm, rs.Quarantined)
-			}
-		}
+		noQuarantine(t, r)
 	}
 	if a, b := threadCount(t, net.Realms[0]), threadCount(t, home); a != 4 || b != 4 {
 		t.Fatalf("threads: %d at %s, %d at %s; want 4 at both", a, net.Realms[0].Name, b, home.Name)
