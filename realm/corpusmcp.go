@@ -264,13 +264,13 @@ func (n *Node) corpusMCPHandler(o *oauthServer) http.Handler {
 			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "/mcp takes POST: one JSON-RPC message per request."), api.Corpus)
 			return
 		}
-		// The scopes a grant needs for every tool and resource (MCP's
-		// scope selection: the client asks for these).
 		if !n.originAllowed(r) {
 			// MCP's transport: "Servers MUST validate the Origin header".
 			writeRefusalAs(w, protocol.Refusef(protocol.ReasonForbidden, "Requests from the web origin %q are not taken here: only this node's own pages, local tools and the hosts the operator allows (--allowed-host).", r.Header.Get("Origin")), api.Corpus)
 			return
 		}
+		// The scopes a grant needs for every tool and resource (MCP's
+		// scope selection: the client asks for these).
 		challenge := `Bearer resource_metadata="` + o.resourceMetadataURL(r) + `", scope="` + corpus.ScopeRead + " " + corpus.ScopeWrite + `"`
 		// Never the HTTP API's advice: an agent_id is not sent to /mcp.
 		howTo := "Run the OAuth 2.1 flow from the protected-resource metadata at " + o.resourceMetadataURL(r) +

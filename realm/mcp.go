@@ -311,10 +311,12 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		writeRefusalAs(w, protocol.Refusef(protocol.ReasonForbidden, "Host %q is not a name of this node: it answers on loopback to loopback names only, a guard against DNS rebinding; a reverse proxy's name is given with --allowed-host.", r.Host), e.surface)
 		return
 	}
-	if !batch && e.refuse != nil && e.refuse(w, r, p, body) {
-		return
+	switch {
+	case batch:
+		serveBatch(h, w, r, body)
+	case e.refuse == nil || !e.refuse(w, r, p, body):
+		serveJSONRPC(h, w, r, body)
 	}
-	serveJSONRPC(h, w, r, body, batch)
 }
 
 // reboundHost reports what the SDK's DNS-rebinding protection refuses: a
@@ -434,7 +436,7 @@ func paramsProblem(method string, raw json.RawMessage) string {
 	return ""
 }
 
-// serveJSONRPC hands one JSON-RPC message (or a batch), one JSON value, to
+// serveJSONRPC hands one JSON-RPC message, one JSON value, to
 // the SDK's handler h, and turns the SDK's plain-text refusals into JSON-RPC
 // 2.0 error objects: a body that is not a JSON-RPC message is an invalid
 // request (with the id null and the SDK's status), a request
@@ -442,11 +444,7 @@ func paramsProblem(method string, raw json.RawMessage) string {
 // response, and a notification of one is accepted and ignored, as JSON-RPC
 // answers no notification. A message with an id but neither a method nor a
 // result is no message at all: the SDK would take it for a response.
-func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte, batch bool) {
-	if batch {
-		serveBatch(h, w, r, body)
-		return
-	}
+func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body []byte) {
 	// The members by their exact names, as the SDK reads them (encoding/json
 	// would match a struct's fields whatever their case).
 	var msg map[string]json.RawMessage
@@ -554,7 +552,7 @@ func serveBatch(h http.Handler, w http.ResponseWriter, r *http.Request, body []b
 		} else {
 			one := r.Clone(r.Context())
 			one.Body, one.ContentLength = io.NopCloser(bytes.NewReader(m)), int64(len(m))
-			serveJSONRPC(h, rec, one, m, false)
+			serveJSONRPC(h, rec, one, m)
 		}
 		b := bytes.TrimSpace(rec.Body.Bytes())
 		if rec.Code == http.StatusAccepted || len(b) == 0 {
