@@ -36,7 +36,7 @@ func startNode(t *testing.T, realmName string) *testNode {
 // startNodeAt starts a node on the data directory dir; realmName may be
 // empty for the one dir belongs to. Each of with changes the configuration
 // before the node opens.
-func startNodeAt(t *testing.T, realmName, dir string, with ...func(*Config)) *testNode {
+func startNodeAt(t testing.TB, realmName, dir string, with ...func(*Config)) *testNode {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here

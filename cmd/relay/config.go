@@ -44,8 +44,15 @@ func readConfigFile(path string, flags []cli.Flag) (map[any]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseConfig(b, strings.EqualFold(filepath.Ext(path), ".json"), flags)
+}
+
+// parseConfig decodes a config file's bytes, TOML or (isJSON) a JSON
+// object, into the values altsrc expects for flags.
+func parseConfig(b []byte, isJSON bool, flags []cli.Flag) (map[any]any, error) {
+	var err error
 	raw := map[string]any{}
-	if strings.EqualFold(filepath.Ext(path), ".json") {
+	if isJSON {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
 		if err := dec.Decode(&raw); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -243,4 +244,38 @@ func TestServeNoP2PFlag(t *testing.T) {
 			t.Fatalf("%v: p2p %v, want none", args, cfg.P2PAddrs)
 		}
 	}
+}
+
+// FuzzParseConfig: a config file of any bytes, TOML or JSON, is refused
+// with an error or gives only values of the types altsrc reads for flags
+// that serve has.
+func FuzzParseConfig(f *testing.F) {
+	for _, tc := range badServeTests {
+		f.Add([]byte(tc.text), strings.HasSuffix(tc.file, ".json"))
+	}
+	f.Add([]byte(`realm = "a"`+"\n"+`peer = ["x", "y"]`+"\n"+`rate-limit = 5`+"\n"+`no-p2p = true`), false)
+	f.Add([]byte(`{"realm": "a", "sync-interval": "3s", "rate-limit": 1e3}`), true)
+	flags := serveFlags()
+	f.Fuzz(func(t *testing.T, b []byte, isJSON bool) {
+		values, err := parseConfig(b, isJSON, flags)
+		if err != nil {
+			return
+		}
+		for k, v := range values {
+			var flag cli.Flag
+			for _, fl := range flags {
+				if slices.Contains(fl.Names(), k.(string)) {
+					flag = fl
+				}
+			}
+			if flag == nil {
+				t.Fatalf("%q: key %q is no flag", b, k)
+			}
+			switch v.(type) {
+			case string, bool, int, []any:
+			default:
+				t.Fatalf("%q: %s = %T", b, k, v)
+			}
+		}
+	})
 }

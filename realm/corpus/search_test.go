@@ -17,6 +17,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
 
@@ -161,6 +162,30 @@ func TestTokenize(t *testing.T) {
 	if got := queryTerms("the The THE cat"); !slices.Equal(got, []string{"the", "cat"}) {
 		t.Errorf("queryTerms dedupes: %q", got)
 	}
+}
+
+// FuzzTokenize: every token is non-empty UTF-8 of at most maxTermRunes
+// runes, and is its own one token, so a query term written as it was
+// indexed finds it again.
+func FuzzTokenize(f *testing.F) {
+	for _, tt := range tokenizeTests {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tokenize(s, func(tok []byte) {
+			if len(tok) == 0 || !utf8.Valid(tok) || utf8.RuneCount(tok) > maxTermRunes {
+				t.Fatalf("tokenize(%q) gave %q", s, tok)
+			}
+			var again []string
+			tokenize(string(tok), func(b []byte) { again = append(again, string(b)) })
+			if len(again) != 1 || again[0] != string(tok) {
+				t.Fatalf("tokenize(%q) gave %q, which tokenizes to %q", s, tok, again)
+			}
+		})
+		if terms := queryTerms(s); len(terms) > maxQueryTerms {
+			t.Fatalf("queryTerms(%q) gave %d terms", s, len(terms))
+		}
+	})
 }
 
 // ---------------------------------------------------------------------------

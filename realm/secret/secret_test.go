@@ -1,6 +1,9 @@
 package secret
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestNewAndCheck(t *testing.T) {
 	s, h := New()
@@ -34,4 +37,24 @@ func TestSplit(t *testing.T) {
 			t.Errorf("Split(%q) = %q %q %v", tc.token, id, s, ok)
 		}
 	}
+}
+
+// FuzzSplit: whatever Split accepts is put back together by writing it out
+// again, with an id free of '_' and a secret of a length it allows.
+func FuzzSplit(f *testing.F) {
+	for _, tc := range splitTests {
+		f.Add(tc.token)
+	}
+	f.Fuzz(func(t *testing.T, token string) {
+		id, s, ok := Split(token, "rlt_")
+		if !ok {
+			if id != "" || s != "" {
+				t.Fatalf("Split(%q) refused but gave %q %q", token, id, s)
+			}
+			return
+		}
+		if "rlt_"+id+"_"+s != token || id == "" || strings.Contains(id, "_") || len(s) < minLength || len(s) > 128 {
+			t.Fatalf("Split(%q) = %q %q", token, id, s)
+		}
+	})
 }
