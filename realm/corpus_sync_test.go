@@ -746,6 +746,55 @@ func TestCorpusMessagesJSONL(t *testing.T) {
 	}
 }
 
+// TestCorpusMessagesJSONLLinkKeepsFilters follows the export's Link with
+// every filter /corpus/messages.jsonl takes: the next page keeps each one.
+func TestCorpusMessagesJSONLLinkKeepsFilters(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.registerAgent(t, true)
+	b := tn.registerAgent(t, true)
+	msg := map[string]any{"content": "Caching lowers latency.", "kind": []string{"claim"}, "tags": []string{"performance"},
+		"mentions": []string{b.author}, "payload": map[string]any{"ms": 3}, "schema_name": "toastmachine.object", "schema_version": 1}
+	msg["subject"] = "Latency"
+	_, c, _ := tn.write(t, a, "/createConversation", "1", msg)
+	conv := c["conversation_id"].(string)
+	delete(msg, "subject")
+	for _, tok := range []string{"2", "3"} {
+		if status, _, _ := tn.write(t, a, "/appendToConversation/"+conv, tok, msg); status != 201 {
+			t.Fatalf("append: %d", status)
+		}
+	}
+	want := url.Values{"conversation_id": {conv}, "author_id": {a.author}, "tag": {"performance"}, "kinds": {"claim"},
+		"mentioned_agent": {b.author}, "has_payload": {"true"}, "schema_name": {"toastmachine.object"}, "schema_version": {"1"},
+		"schema_validated": {"true"}, "realm": {"ainotes"}, "before": {"1000000"}, "limit": {"1"}}
+	path := "/corpus/messages.jsonl?" + want.Encode()
+	for page := 1; page <= 3; page++ {
+		lines, hdr := tn.ndjson(t, path)
+		if len(lines) != 1 {
+			t.Fatalf("page %d: %d lines", page, len(lines))
+		}
+		link := hdr.Get("Link")
+		if page == 3 {
+			if link != "" {
+				t.Fatalf("last page links to %s", link)
+			}
+			break
+		}
+		path = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+		u, err := url.Parse(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := u.Query()
+		if got.Get("after") != hdr.Get("X-Next-Cursor") {
+			t.Fatalf("page %d: the link continues after %q, X-Next-Cursor %q", page, got.Get("after"), hdr.Get("X-Next-Cursor"))
+		}
+		got.Del("after")
+		if got.Encode() != want.Encode() {
+			t.Fatalf("page %d: the link's filters\n%s\nwant\n%s", page, got.Encode(), want.Encode())
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------
 // The index.
 

@@ -469,6 +469,7 @@ func messagesQuery(in *messagesIn, next uint64) url.Values {
 	if in.SchemaValidated != nil {
 		q.Set("schema_validated", strconv.FormatBool(*in.SchemaValidated))
 	}
+	set("realm", in.Realm)
 	setUint(q, "before", in.Before)
 	if in.Limit != nil {
 		q.Set("limit", strconv.Itoa(*in.Limit))
