@@ -2,7 +2,6 @@ package corpus
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -132,23 +131,19 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 	if in.After != nil {
 		after = *in.After
 	}
+	// A page seeks to after (scanSeq) rather than reading every message
+	// below it, so a page deep in the corpus costs what the first does.
+	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	err = s.st.View(func(tx *store.Tx) error {
 		// A known conversation is read through its own index.
-		pfx, skip := pfxMsgSeq, len(pfxMsgSeq)
+		pfx := pfxMsgSeq
 		if in.ConversationID != "" {
 			pfx = cat(pfxConvMsgs, []byte(in.ConversationID))
-			skip = len(pfx)
 		}
-		return tx.Iterate(pfx, false, func(k, v []byte) error {
-			if binary.BigEndian.Uint64(k[skip:]) <= after {
-				return nil
-			}
+		return scanSeq(tx, pfx, after, upTo, func(_ uint64, v []byte) error {
 			var m Message
 			if _, err := readMessage(tx, v, &m); err != nil {
 				return err
-			}
-			if in.Before != nil && m.Sequence >= *in.Before {
-				return store.ErrStop
 			}
 			if !in.match(&m) {
 				return nil
@@ -234,11 +229,9 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 	if in.After != nil {
 		after = *in.After
 	}
+	upTo := s.st.Sequence()
 	err = s.st.View(func(tx *store.Tx) error {
-		return tx.Iterate(pfxConvSeq, false, func(k, v []byte) error {
-			if binary.BigEndian.Uint64(k[len(pfxConvSeq):]) <= after {
-				return nil
-			}
+		return scanSeq(tx, pfxConvSeq, after, upTo, func(_ uint64, v []byte) error {
 			var cv Conversation
 			if _, err := readConversation(tx, v, &cv); err != nil {
 				return err

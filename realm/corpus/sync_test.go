@@ -157,6 +157,38 @@ func TestScanSeq(t *testing.T) {
 	}
 }
 
+// TestListingsSeekTheCursor checks that a page of GET /messages and GET
+// /conversations deep in the corpus costs what a first page costs: the
+// listing seeks to after rather than reading every record below it.
+func TestListingsSeekTheCursor(t *testing.T) {
+	f := openSyncFixture(t, Config{})
+	seqs := f.writeN(1500)
+	ctx := context.Background()
+	one := 1
+	allocs := func(what string, after uint64, list func(in *uint64) (int, error)) float64 {
+		return testing.AllocsPerRun(5, func() {
+			n, err := list(&after)
+			if err != nil || n != 1 {
+				t.Fatalf("%s after %d: %d records, %v", what, after, n, err)
+			}
+		})
+	}
+	messages := func(after *uint64) (int, error) {
+		out, err := f.s.listMessages(ctx, nil, messagesIn{After: after, Limit: &one})
+		return len(out.Messages), err
+	}
+	conversations := func(after *uint64) (int, error) {
+		out, err := f.s.listConversations(ctx, nil, conversationsIn{After: after, Limit: &one})
+		return len(out.Conversations), err
+	}
+	for what, list := range map[string]func(*uint64) (int, error){"messages": messages, "conversations": conversations} {
+		first, deep := allocs(what, 0, list), allocs(what, seqs[len(seqs)-3], list)
+		if deep > 2*first+100 {
+			t.Errorf("%s: a page after %d allocates %.0f times, the first page %.0f: the listing reads what it skips", what, seqs[len(seqs)-3], deep, first)
+		}
+	}
+}
+
 // ---------------------------------------------------------------------------
 // The tail of changes in memory.
 
