@@ -502,6 +502,15 @@ var acceptTests = []struct {
 	{"application/*;q=0, application/x-ndjson", true},
 	{"*/*;q=0", false},
 	{"application/ndjson;q=0", false},
+	// No valid media range: as if there were no header, as the negotiated
+	// resources take it; a range with a q outside 0..1 is dropped.
+	{"foo", true},
+	{"text/markdown;q=abc", true},
+	{"application/x-ndjson;q=2", true},
+	{"application/json, application/x-ndjson;q=2", false},
+	{"application/json, application/x-ndjson;q=-1", false},
+	{"application/json, foo", false},
+	{"*", true},
 }
 
 func TestAccepts(t *testing.T) {
