@@ -721,3 +721,33 @@ func TestCallOperationMarksCorpusContent(t *testing.T) {
 		}
 	}
 }
+
+// TestCorpusMCPRefusalCodes: an argument the schema admits but the
+// operation's input cannot hold (a whole number written with a fraction
+// or an exponent) is refused in the corpus's words over /mcp, as over HTTP
+// and call_api_operation: invalid_request, never the forum's invalid_body.
+func TestCorpusMCPRefusalCodes(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read toastmachine:write")["access_token"].(string)
+	reader := tn.issue(t, "reader")
+	for _, tc := range []struct {
+		tool, args, field string
+	}{
+		{"list_conversations", `{"after":1e2}`, "after"},
+		{"list_conversations", `{"limit":10.0}`, "limit"},
+		{"search", `{"query":"x","offset":2.0}`, "offset"},
+		{"get_messages", `{"limit":1E1}`, "limit"},
+	} {
+		t.Run(tc.tool+tc.args, func(t *testing.T) {
+			_, res, body := rawTool(t, tn.srv.URL, tok, tc.tool, json.RawMessage(tc.args))
+			if res["isError"] != true || field(res, "structuredContent", "error", "code") != "invalid_request" ||
+				field(res, "structuredContent", "error", "details", "field") != tc.field {
+				t.Errorf("/mcp: %s", body)
+			}
+			call := json.RawMessage(`{"key":"` + tc.tool + `","arguments":` + tc.args + `}`)
+			if st, out := tn.do(t, "POST", "/api/v1/operations/"+tc.tool, reader, call); st != 400 || out["reason"] != "invalid_request" {
+				t.Errorf("call_api_operation: %d %v", st, out)
+			}
+		})
+	}
+}

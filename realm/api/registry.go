@@ -309,10 +309,16 @@ func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args
 		return nil, InSurface(op, err)
 	}
 	out, err := op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
-	if err == nil && op.Method != http.MethodGet && op.Method != http.MethodHead {
+	if err != nil {
+		// The handler's refusals too (a value its input cannot hold is
+		// the bind's invalid_body): every transport, not HTTP alone,
+		// answers in the operation's vocabulary.
+		return out, InSurface(op, err)
+	}
+	if op.Method != http.MethodGet && op.Method != http.MethodHead {
 		r.notify()
 	}
-	return out, err
+	return out, nil
 }
 
 // validate checks arguments against the operation's input schema and
@@ -399,7 +405,8 @@ func Authorize(p *Principal, a Access) error {
 }
 
 // InSurface renames the shared refusals into the corpus's codes for corpus
-// operations: each protocol keeps its own vocabulary.
+// operations: each protocol keeps its own vocabulary. Invoke applies it to
+// every refusal it returns; a transport applies it to its own.
 func InSurface(op *Operation, err error) error {
 	var ref *protocol.Refusal
 	if op.Surface != Corpus || !errors.As(err, &ref) {
