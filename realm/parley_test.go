@@ -375,3 +375,47 @@ func TestKeyArgumentNamesItsField(t *testing.T) {
 		}
 	}
 }
+
+// TestWideIntegerParity: an integer beyond 64 bits is the same argument in
+// a URL and in MCP's JSON, the nearest one within: a limit or offset is
+// clamped, an id names nothing, a range refuses it by its bounds, with the
+// same answer over both transports, for the forum and the corpus.
+func TestWideIntegerParity(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	agent := tn.registerAgent(t, true)
+	_, conv, _ := tn.write(t, agent, "/createConversation", "op-1", map[string]any{"subject": "s", "content": "x"})
+	corpusTok := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read")["access_token"].(string)
+	const wide = "99999999999999999999"
+	for _, tc := range []struct {
+		token, path, tool, args string
+	}{
+		{a, "/api/v1/threads?limit=" + wide, "get_threads", `{"limit":` + wide + `}`},
+		{a, "/api/v1/threads?limit=-" + wide, "get_threads", `{"limit":-` + wide + `}`},
+		{a, "/api/v1/boards/1/threads?offset=" + wide, "get_boards_id_threads", `{"id":1,"offset":` + wide + `}`},
+		{a, "/api/v1/inbox?limit=" + wide, "get_inbox", `{"limit":` + wide + `}`},
+		{tn.operator, "/api/v1/token-requests/" + wide, "get_token_requests_id", `{"id":` + wide + `}`},
+		{"", "/conversations?after=" + wide, "list_conversations", `{"after":` + wide + `}`},
+		{"", "/search?q=x&offset=" + wide, "search", `{"query":"x","offset":` + wide + `}`},
+		{"", "/conversations/" + conv["conversation_id"].(string) + "/graph?max_response_bytes=" + wide, "pull_conversation",
+			`{"conversation_id":"` + conv["conversation_id"].(string) + `","max_response_bytes":` + wide + `}`},
+	} {
+		t.Run(tc.tool+tc.args, func(t *testing.T) {
+			status, out := tn.do(t, "GET", tc.path, tc.token, nil)
+			msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":` + tc.args + `}}`
+			var res map[string]any
+			if tc.token == "" {
+				_, res, _ = rawTool(t, tn.srv.URL, corpusTok, tc.tool, json.RawMessage(tc.args))
+			} else {
+				_, rpc := rawMCP(t, tn.srv.URL, tc.token, []byte(msg))
+				res, _ = rpc["result"].(map[string]any)
+			}
+			sc, _ := res["structuredContent"].(map[string]any)
+			delete(sc, "retrieval_size") // /mcp's own measure of the result
+			if (status != 200) != (res["isError"] == true) || toJSON(sc) != toJSON(out) {
+				t.Errorf("http %d %s\nmcp  %v %s", status, toJSON(out), res["isError"], toJSON(sc))
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"strconv"
 
@@ -56,4 +58,94 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 		}
 	}
 	return v
+}
+
+// clampWide gives an integer argument beyond 64 bits, written in JSON, the
+// value ArgValue gives the same digits in a URL: the nearest integer
+// within, for a handler to clamp (a limit, an offset) or refuse by its
+// bounds. So an argument is the same argument whatever the transport, not
+// clamped from a query string and refused as out of range from MCP. As
+// ArgValue, it reads only top-level arguments whose schema is an integer
+// and not text (a key or its number keeps its digits). ok reports whether
+// one changed.
+func clampWide(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage, ok bool) {
+	if !hasLongDigits(args) {
+		return nil, false
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(args, &members) != nil {
+		return nil, false
+	}
+	changed := false
+	for name, raw := range members {
+		prop := Property(s, name)
+		if prop == nil || !wantsInteger(prop) {
+			continue
+		}
+		text := string(raw)
+		if !isIntegerLiteral(text) {
+			continue
+		}
+		if _, err := strconv.ParseInt(text, 10, 64); errors.Is(err, strconv.ErrRange) {
+			clamped := int64(math.MaxInt64)
+			if text[0] == '-' {
+				clamped = math.MinInt64
+			}
+			members[name] = json.RawMessage(strconv.FormatInt(clamped, 10))
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(members)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// wantsInteger reports whether prop takes an integer and not text, as
+// ArgValue converts digits for.
+func wantsInteger(prop *jsonschema.Schema) bool {
+	types := prop.Types
+	if prop.Type != "" {
+		types = []string{prop.Type}
+	}
+	return slices.Contains(types, "integer") && !slices.Contains(types, "string")
+}
+
+// isIntegerLiteral reports whether text is a JSON number without a
+// fraction or an exponent.
+func isIntegerLiteral(text string) bool {
+	digits := text
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if digits == "" || len(digits) > 1 && digits[0] == '0' {
+		return false
+	}
+	for i := range len(digits) {
+		if digits[i] < '0' || digits[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// hasLongDigits reports whether b holds a run of 19 digits or more, the
+// least an integer beyond 64 bits takes: the rest need no look.
+func hasLongDigits(b []byte) bool {
+	run := 0
+	for _, c := range b {
+		if '0' <= c && c <= '9' {
+			run++
+			if run >= 19 {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
 }

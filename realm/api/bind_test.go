@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -151,6 +153,54 @@ func TestArgValueBeyond64Bits(t *testing.T) {
 	} {
 		if got := ArgValue(key, []string{in}); got != want {
 			t.Errorf("ArgValue(key, %q) = %#v, want %#v", in, got, want)
+		}
+	}
+}
+
+// TestInvokeBeyond64Bits: an integer argument beyond 64 bits written in
+// JSON is what ArgValue makes of the same digits in a URL, the nearest
+// one within, whatever the transport; a key or its number, and members
+// deeper down, are left to the bind.
+func TestInvokeBeyond64Bits(t *testing.T) {
+	type in struct {
+		N   int64           `json:"n,omitempty"`
+		Min *uint64         `json:"min,omitempty"`
+		ID  protocol.KeyRef `json:"id,omitempty"`
+		Sub *struct {
+			N int64 `json:"n"`
+		} `json:"sub,omitempty"`
+	}
+	var got in
+	op := Define("get_wide", "GET", "/wide", "test", Public, func(_ context.Context, _ *Call, v in) (struct{}, error) {
+		got = v
+		return struct{}{}, nil
+	})
+	NewRegistry().Add(op)
+	for _, tc := range []struct {
+		args        string
+		want        int64
+		field, rule string
+	}{
+		{`{"n":99999999999999999999}`, math.MaxInt64, "", ""},
+		{`{"n":-99999999999999999999}`, math.MinInt64, "", ""},
+		{`{"n": 99999999999999999999 , "id":"th_1"}`, math.MaxInt64, "", ""},
+		{`{"n":9223372036854775807}`, math.MaxInt64, "", ""},
+		{`{"min":-99999999999999999999}`, 0, "min", "minimum"},
+		{`{"id":"99999999999999999999"}`, 0, "", ""},
+		{`{"sub":{"n":99999999999999999999}}`, 0, "sub.n", "maximum"},
+		{`{"n":99999999999999999999.5}`, 0, "n", "maximum"}, // not an integer literal: the bind's
+	} {
+		got = in{}
+		_, err := NewRegistry().Invoke(context.Background(), nil, op, json.RawMessage(tc.args))
+		if tc.field == "" {
+			if err != nil || got.N != tc.want {
+				t.Errorf("%s: n=%d, %v; want %d", tc.args, got.N, err, tc.want)
+			}
+			continue
+		}
+		var ref *protocol.Refusal
+		if !errors.As(err, &ref) || ref.Details["field"] != tc.field || ref.Details["rule"] != tc.rule {
+			t.Errorf("%s: %v, want field %q rule %s", tc.args, err, tc.field, tc.rule)
 		}
 	}
 }

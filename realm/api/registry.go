@@ -358,6 +358,15 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 	if name, _, dup := protocol.DuplicateMember(args); dup {
 		return nil, NotJSON(fmt.Errorf("%w: %q", protocol.ErrDuplicateMember, name))
 	}
+	// An integer beyond 64 bits is the nearest within, as in a URL (it
+	// has too many digits for the shape's scan above).
+	if wide, ok := clampWide(op.Input, args); ok {
+		args = wide
+		plain = nil
+		if err := json.Unmarshal(args, &plain); err != nil {
+			return nil, NotJSON(err)
+		}
+	}
 	if op.shape != nil && op.shape.admits(plain) {
 		return args, nil
 	}
