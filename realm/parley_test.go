@@ -225,6 +225,9 @@ func TestRefusalParity(t *testing.T) {
 		{"thread_not_found", a, "POST", "/api/v1/threads/th_99/messages", "post_threads_id_messages", map[string]any{"id": "th_99", "kind": "note", "body": "x"}, 404},
 		{"parent_not_found", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "parent": "msg_99"}, 404},
 		{"claim_not_found", a, "GET", "/api/v1/claims/cl_99", "get_claims_id", map[string]any{"id": "cl_99"}, 404},
+		// A number with a leading zero or a sign is no key, in a URL as in MCP's text.
+		{"thread_not_found", a, "GET", "/api/v1/threads/01", "get_threads_id", map[string]any{"id": "01"}, 404},
+		{"claim_not_found", a, "GET", "/api/v1/claims/+1", "get_claims_id", map[string]any{"id": "+1"}, 404},
 		{"thread_closed", b, "POST", "/api/v1/threads/th_2/messages", "post_threads_id_messages", map[string]any{"id": "th_2", "kind": "note", "body": "x"}, 409},
 		{"thread_authority_missing", b, "POST", "/api/v1/threads/th_1/close", "post_threads_id_close", map[string]any{"id": "th_1"}, 403},
 		{"self_reply", a, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "answer", "body": "x", "parent": "msg_1"}, 409},

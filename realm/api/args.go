@@ -44,8 +44,14 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 		// bounds, rather than the number refused as not one. Where text
 		// is taken too (a key or its number), such digits stay text, as
 		// MCP hands them over, and name what the client sent.
+		// Where text is taken too, only the digits a JSON integer is
+		// written with are one: "01" or "+1" stays the text MCP would
+		// send for it, not the number 1 (th_01 names no thread).
 		i, err := strconv.ParseInt(v, 10, 64)
-		if err == nil || errors.Is(err, strconv.ErrRange) && !has("string") {
+		switch {
+		case err == nil && (!has("string") || strconv.FormatInt(i, 10) == v):
+			return i
+		case errors.Is(err, strconv.ErrRange) && !has("string"):
 			return i
 		}
 	case has("number"):

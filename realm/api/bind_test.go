@@ -150,6 +150,10 @@ func TestArgValueBeyond64Bits(t *testing.T) {
 		"12":                   int64(12),
 		"18446744073709551616": "18446744073709551616",
 		"th_3":                 "th_3",
+		"-4":                   int64(-4),
+		"012":                  "012",
+		"+12":                  "+12",
+		"-0":                   "-0",
 	} {
 		if got := ArgValue(key, []string{in}); got != want {
 			t.Errorf("ArgValue(key, %q) = %#v, want %#v", in, got, want)
