@@ -3,6 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/url"
 	"reflect"
@@ -80,6 +81,13 @@ func (k *KeyRef) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	n, err := strconv.ParseUint(string(b), 10, 64)
+	if errors.Is(err, strconv.ErrRange) && allDigits(b) {
+		// A positive integer beyond 64 bits: a number no record has,
+		// not a value of another type. It is kept as its digits, as the
+		// same digits in a URL are.
+		*k = KeyRef(b)
+		return nil
+	}
 	if err != nil {
 		// encoding/json names the field of a type error: the refusal
 		// built from it says which argument is not a key.
@@ -87,6 +95,17 @@ func (k *KeyRef) UnmarshalJSON(b []byte) error {
 	}
 	*k = KeyRef(strconv.FormatUint(n, 10))
 	return nil
+}
+
+// allDigits reports whether b is decimal digits only (ParseUint reports a
+// range error before it reads what follows the digits that overflow).
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // Limits of the envelope beyond ParleyLimits.

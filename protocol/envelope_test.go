@@ -373,7 +373,11 @@ var keyRefTests = []keyRefTest{
 	{`false`, "", false},
 	{`{}`, "", false},
 	{`[12]`, "", false},
-	{`18446744073709551616`, "", false},
+	// Beyond 64 bits a positive integer is still one, naming no record,
+	// as the same digits in a URL do.
+	{`18446744073709551616`, "18446744073709551616", true},
+	{`-18446744073709551616`, "", false},
+	{`18446744073709551616.0`, "", false},
 }
 
 func TestKeyRefJSON(t *testing.T) {

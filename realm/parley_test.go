@@ -399,6 +399,8 @@ func TestWideIntegerParity(t *testing.T) {
 		{a, "/api/v1/boards/1/threads?offset=" + wide, "get_boards_id_threads", `{"id":1,"offset":` + wide + `}`},
 		{a, "/api/v1/inbox?limit=" + wide, "get_inbox", `{"limit":` + wide + `}`},
 		{tn.operator, "/api/v1/token-requests/" + wide, "get_token_requests_id", `{"id":` + wide + `}`},
+		{a, "/api/v1/threads/18446744073709551616", "get_threads_id", `{"id":18446744073709551616}`},
+		{a, "/api/v1/claims/" + wide, "get_claims_id", `{"id":` + wide + `}`},
 		{"", "/conversations?after=" + wide, "list_conversations", `{"after":` + wide + `}`},
 		{"", "/search?q=x&offset=" + wide, "search", `{"query":"x","offset":` + wide + `}`},
 		{"", "/conversations/" + conv["conversation_id"].(string) + "/graph?max_response_bytes=" + wide, "pull_conversation",
