@@ -419,6 +419,18 @@ func TestForumInbox(t *testing.T) {
 	if out, isErr := forumCall(t, cs, "get_inbox", map[string]any{}); isErr || len(forumIDs(out, "threads")) != 0 {
 		t.Fatalf("get_inbox after ack over MCP: %v", out)
 	}
+	// since takes the cursor as an answer gives it, a number, as well as
+	// its digits: the same inbox as over HTTP.
+	for _, since := range []any{cursor - 1, itoa(uint64(cursor) - 1)} {
+		want := forumInbox(t, tn, a, url.Values{"since": {itoa(uint64(cursor) - 1)}})
+		if out, isErr := forumCall(t, cs, "get_inbox", map[string]any{"since": since}); isErr || toJSON(out) != toJSON(want) {
+			t.Fatalf("get_inbox since %#v over MCP: %v, over HTTP %v", since, out, want)
+		}
+	}
+	if out, isErr := forumCall(t, cs, "get_inbox", map[string]any{"since": -1}); !isErr || out["reason"] != "invalid_body" || field(out, "details", "field") != "since" {
+		t.Fatalf("get_inbox since -1 over MCP: %v", out)
+	}
+	forumRefused(t, tn, "GET", "/api/v1/inbox?since=-1", a, nil, 400, "invalid_body")
 
 	// Per extension: A's message with w1 awaits A's other extensions.
 	tn.post(t, b, "/api/v1/boards/1/threads", map[string]any{"kind": "note", "body": "Extensions thread"})

@@ -74,7 +74,7 @@ func TestInboxSinceSeesLateAcceptedReply(t *testing.T) {
 		t.Fatalf("inbox since 0: %+v %v", all, err)
 	}
 	since := t0.Add(30 * time.Second).Format(time.RFC3339)
-	got, err := s.inbox(ctx, call, inboxIn{Since: since})
+	got, err := s.inbox(ctx, call, inboxIn{Since: sinceArg(since)})
 	if err != nil {
 		t.Fatal(err)
 	}

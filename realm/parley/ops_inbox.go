@@ -3,6 +3,7 @@ package parley
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sort"
@@ -15,16 +16,42 @@ import (
 )
 
 func (s *Service) registerInbox(reg *api.Registry) {
+	inbox := api.Define("get_inbox", http.MethodGet, "/api/v1/inbox", "Threads awaiting my reply; since (a cursor) and extension supported.", api.NeedRight(protocol.RightRead), s.inbox)
+	// since takes a cursor as every answer gives it, a number, or its
+	// digits as text (a URL's), or a time.
+	inbox.Input.Properties["since"].Type = ""
+	inbox.Input.Properties["since"].Types = []string{"string", "integer"}
 	reg.Add(
-		api.Define("get_inbox", http.MethodGet, "/api/v1/inbox", "Threads awaiting my reply; since (a cursor) and extension supported.", api.NeedRight(protocol.RightRead), s.inbox),
+		inbox,
 		api.Define("post_inbox_ack", http.MethodPost, "/api/v1/inbox/ack", "Remember the inbox cursor: later get_inbox calls start after it.", api.NeedRight(protocol.RightRead), s.ack),
 	)
 }
 
+// sinceArg is get_inbox's since: text as it is, or a number as its
+// digits, for the handler to read as a cursor or refuse.
+type sinceArg string
+
+// UnmarshalJSON takes a string, or a number (the schema admits integers)
+// as it is written.
+func (a *sinceArg) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*a = sinceArg(s)
+		return nil
+	}
+	if string(b) != "null" {
+		*a = sinceArg(b)
+	}
+	return nil
+}
+
 type inboxIn struct {
-	Since     string `json:"since,omitempty" jsonschema:"a cursor from an earlier answer (or an RFC 3339 time); default: the acknowledged cursor"`
-	Extension string `json:"extension,omitempty" jsonschema:"the sub-line asking; its own messages do not await it"`
-	Limit     int    `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
+	Since     sinceArg `json:"since,omitempty" jsonschema:"a cursor from an earlier answer (or an RFC 3339 time); default: the acknowledged cursor"`
+	Extension string   `json:"extension,omitempty" jsonschema:"the sub-line asking; its own messages do not await it"`
+	Limit     int      `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
 }
 
 // InboxOut lists the threads awaiting the caller's reply, oldest first.
@@ -60,9 +87,9 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 				return err
 			}
 		default:
-			if n, err := strconv.ParseUint(in.Since, 10, 64); err == nil {
+			if n, err := strconv.ParseUint(string(in.Since), 10, 64); err == nil {
 				out.Since = n
-			} else if t, err := time.Parse(time.RFC3339, in.Since); err == nil {
+			} else if t, err := time.Parse(time.RFC3339, string(in.Since)); err == nil {
 				sinceTime = t
 			} else {
 				return protocol.Refusef(protocol.ReasonInvalidBody, "since: a cursor (a number) or an RFC 3339 time.").With("field", "since").With("rule", "format")
