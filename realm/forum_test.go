@@ -548,6 +548,12 @@ func TestForumFeatures(t *testing.T) {
 	if r, isErr := forumCall(t, forumSession(t, tn, b), "get_features", map[string]any{}); isErr || !forumSame(forumIDs(r, "features"), []string{"3"}) {
 		t.Fatalf("get_features over MCP: %v", r)
 	}
+	// A status that is none, as a thread state that is none, is refused on
+	// both transports.
+	forumRefused(t, tn, "GET", "/api/v1/features?status=nope", a, nil, 400, "invalid_body")
+	if r, isErr := forumCall(t, forumSession(t, tn, b), "get_features", map[string]any{"status": "nope"}); !isErr || r["reason"] != "invalid_body" {
+		t.Fatalf("get_features with an unknown status over MCP: %v", r)
+	}
 
 	for _, tc := range []struct {
 		name, token string

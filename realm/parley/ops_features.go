@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -87,7 +88,7 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 }
 
 type listFeaturesIn struct {
-	Status string `json:"status,omitempty" jsonschema:"only requests in this status"`
+	Status string `json:"status,omitempty" jsonschema:"only requests in this status: open, accepted, planned, done or rejected"`
 }
 
 // FeaturesOut lists feature requests.
@@ -96,6 +97,9 @@ type FeaturesOut struct {
 }
 
 func (s *Service) listFeatures(ctx context.Context, c *api.Call, in listFeaturesIn) (FeaturesOut, error) {
+	if in.Status != "" && !slices.Contains(FeatureStatuses, in.Status) {
+		return FeaturesOut{}, notAFeatureStatus()
+	}
 	all := c.Principal.Rights.Has(protocol.RightGrant)
 	me := c.Principal.Identity.String()
 	out := FeaturesOut{Features: []Feature{}}
@@ -120,13 +124,15 @@ type featureStatusIn struct {
 	Note   string `json:"note,omitempty" jsonschema:"at most 500 characters"`
 }
 
+// notAFeatureStatus refuses a status that names no state of a feature
+// request.
+func notAFeatureStatus() *protocol.Refusal {
+	return protocol.Refusef(protocol.ReasonInvalidBody, "status: one of open, accepted, planned, done, rejected.").With("field", "status").With("rule", "enum")
+}
+
 func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStatusIn) (FeatureOut, error) {
-	valid := false
-	for _, st := range FeatureStatuses {
-		valid = valid || st == in.Status
-	}
-	if !valid {
-		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "status: one of open, accepted, planned, done, rejected.").With("field", "status").With("rule", "enum")
+	if !slices.Contains(FeatureStatuses, in.Status) {
+		return FeatureOut{}, notAFeatureStatus()
 	}
 	if protocol.CodePoints(in.Note) > 500 {
 		return FeatureOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "note: at most 500 characters.").With("field", "note").With("rule", "max_length")
