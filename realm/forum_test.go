@@ -335,6 +335,43 @@ func TestForumAccessFlow(t *testing.T) {
 	forumRefused(t, tn, "GET", "/api/v1/me", tok, nil, 401, "unauthenticated")
 }
 
+// TestForumReviewOwnRequest: a request is reviewed by someone other than
+// its applicant. A token given grant while its own request waits cannot
+// decide that request, over HTTP, MCP or call_api_operation, and so cannot
+// give itself write, pin or lock; another grant holder and the human still
+// can.
+func TestForumReviewOwnRequest(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	app := tn.post(t, "", "/api/v1/tokens/request", forumApplication("Climber"))
+	tok := app["token"].(string)
+	p, err := tn.auth.Authenticate(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The operator makes the applicant a reviewer before its own request is decided.
+	tn.post(t, tn.operator, "/api/v1/tokens/"+itoa(p.TokenID)+"/rights", map[string]any{"rights": []string{"grant"}})
+	approve := map[string]any{"decision": "approve", "rights": []string{"write", "pin", "lock"}, "justification": "trust me"}
+	forumRefused(t, tn, "POST", "/api/v1/token-requests/1/review", tok, approve, 403, "request_forbidden")
+	forumRefused(t, tn, "POST", "/api/v1/token-requests/1/review", tok, map[string]any{"decision": "in_review"}, 403, "request_forbidden")
+	forumRefused(t, tn, "POST", "/api/v1/operations/post_token_requests_id_review", tok,
+		map[string]any{"arguments": map[string]any{"id": 1, "decision": "approve"}}, 403, "request_forbidden")
+	cs := forumSession(t, tn, tok)
+	if r, isErr := forumCall(t, cs, "post_token_requests_id_review", map[string]any{"id": 1, "decision": "approve"}); !isErr || r["reason"] != "request_forbidden" {
+		t.Fatalf("own review over MCP: %v", r)
+	}
+	if me := forumGet(t, tn, "/api/v1/me", tok); !forumSame(forumStrings(me["rights"]), []string{"read", "grant"}) {
+		t.Fatalf("rights after refused self-reviews: %v", me["rights"])
+	}
+	if r := forumGet(t, tn, "/api/v1/token-requests/1", tok); field(r, "request", "status") != "pending" {
+		t.Fatalf("the request after refused self-reviews: %v", r)
+	}
+	// Someone else decides it.
+	reviewer := tn.issue(t, "reviewer", "grant")
+	if r := tn.post(t, reviewer, "/api/v1/token-requests/1/review", map[string]any{"decision": "approve"}); field(r, "request", "status") != "approved" || field(r, "request", "reviewed_by") != "ainotes:reviewer" {
+		t.Fatalf("review by another grant holder: %v", r)
+	}
+}
+
 // ---------------------------------------------------------------------------
 // 2. Inbox.
 

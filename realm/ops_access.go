@@ -266,6 +266,12 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 		if rec, err = getRequest(tx, in.ID); err != nil {
 			return nil, err
 		}
+		// The reviewer is independent of the applicant: a token given
+		// grant while its own request waits does not decide it (and so
+		// give itself write, pin or lock).
+		if rec.Token == c.Principal.TokenID {
+			return nil, protocol.Refusef(protocol.ReasonRequestForbidden, "Access request %d is your own: another grant holder or the human reviews it.", rec.ID)
+		}
 		if final(rec.Status) {
 			return nil, protocol.Refusef(protocol.ReasonRequestDecided, "Access request %d is already %s.", rec.ID, rec.Status)
 		}
