@@ -365,6 +365,44 @@ func TestPasswordLogin(t *testing.T) {
 	}
 }
 
+// TestPasswordChangeRateLimited: the settings form checks the current
+// credential (the operator secret or the password) as the login does, so
+// it counts against the same allowance of the address: a session left open
+// is no way to guess the password without limit.
+func TestPasswordChangeRateLimited(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	csrf := b.login(n.operator) // one attempt of the allowance
+	pw := "a long enough passphrase"
+	limited := false
+	for i := range 20 {
+		b.post("/console/settings/password", url.Values{"csrf": {csrf}, "current": {fmt.Sprintf("guess %d", i)}, "password": {pw}, "again": {pw}})
+		s := b.get("/console/settings")
+		if strings.Contains(s.body, "Too many attempts") {
+			if i != 9 {
+				t.Fatalf("refused at guess %d, want the 10th (the login took one attempt)", i+1)
+			}
+			limited = true
+			break
+		}
+		if !strings.Contains(s.body, "neither the operator secret nor the password") {
+			t.Fatalf("guess %d: no refusal shown:\n%.3000s", i+1, s.body)
+		}
+	}
+	if !limited {
+		t.Fatal("20 wrong current credentials from one address, none refused")
+	}
+	// Past the allowance the right credential is not checked either.
+	b.post("/console/settings/password", url.Values{"csrf": {csrf}, "current": {n.operator}, "password": {pw}, "again": {pw}})
+	s := b.get("/console/settings")
+	if !strings.Contains(s.body, "Too many attempts") {
+		t.Fatalf("the right credential past the allowance:\n%.3000s", s.body)
+	}
+	if !strings.Contains(s.body, "not set: only the operator secret logs in") {
+		t.Fatal("a password was set past the allowance")
+	}
+}
+
 // TestConsoleCSRF: a console write without the session's CSRF token is
 // refused with csrf and changes nothing.
 func TestConsoleCSRF(t *testing.T) {

@@ -488,8 +488,16 @@ func (c *Console) settingsPage(w http.ResponseWriter, r *http.Request, s *visit)
 
 // setPassword sets the operator's password. The current credential (the
 // operator secret, or the password if one is set) is asked again, so a
-// session left open cannot change how one logs in.
+// session left open cannot change how one logs in. Checking it is a login
+// attempt: it counts against the address's allowance as a login does, so
+// that the form is no way around the limit on guessing the password.
 func (c *Console) setPassword(w http.ResponseWriter, r *http.Request, s *visit) {
+	if !c.logins.allow(r) {
+		c.setFlash(w, r, flash{Reason: string(protocol.ReasonRateLimited), Text: "Too many attempts from this address; wait a minute."})
+		w.Header().Set("Retry-After", strconv.Itoa(c.logins.retryAfter()))
+		http.Redirect(w, r, "/console/settings", http.StatusSeeOther)
+		return
+	}
 	cur, pw, again := r.PostForm.Get("current"), r.PostForm.Get("password"), r.PostForm.Get("again")
 	via, err := c.credentialVia(r.Context(), cur)
 	var f flash
