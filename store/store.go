@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -239,6 +241,9 @@ func openBadger(cfg Config) (*badger.DB, error) {
 		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
+		if err := checkManifest(cfg.Dir); err != nil {
+			return nil, err
+		}
 		opts = badger.DefaultOptions(cfg.Dir)
 	}
 	// Durability comes from the store's own write-ahead log (wal.go), so
@@ -276,6 +281,47 @@ func openBadger(cfg Config) (*badger.DB, error) {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	return db, nil
+}
+
+// ErrNoManifest is returned by Open for a directory that holds a store's
+// files but not Badger's MANIFEST, which lists its tables: Badger would
+// start an empty one over them, and the node a new chain of its realm.
+var ErrNoManifest = errors.New("store: Badger's MANIFEST is missing")
+
+// checkManifest refuses a store directory whose MANIFEST is gone while the
+// files it described are not: tables, value logs, memtable logs, the key
+// registry, or write-ahead segments. Badger writes its MANIFEST before any
+// of them, so only damage leaves them without one.
+func checkManifest(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); !errors.Is(err, fs.ErrNotExist) {
+		return nil // there, or unreadable: Badger says so
+	}
+	var held []string
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	for _, e := range ents {
+		switch n := e.Name(); {
+		case strings.HasSuffix(n, ".sst"), strings.HasSuffix(n, ".vlog"), strings.HasSuffix(n, ".mem"), n == "KEYREGISTRY":
+			held = append(held, n)
+		}
+	}
+	if segs, err := os.ReadDir(filepath.Join(dir, walDirName)); err == nil {
+		for _, e := range segs {
+			if strings.HasSuffix(e.Name(), walExt) {
+				held = append(held, filepath.Join(walDirName, e.Name()))
+			}
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	if len(held) > 4 {
+		held = append(held[:4], fmt.Sprintf("%d more", len(held)-4))
+	}
+	return fmt.Errorf("%w from %s, which holds %s: the store cannot be read without it, and is left as it is; restore the data directory from a backup or an export (relay import)",
+		ErrNoManifest, dir, strings.Join(held, ", "))
 }
 
 // load sets or checks the schema version and reads the heads and sequence.

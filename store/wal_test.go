@@ -976,3 +976,39 @@ func damageNewestSegment(t *testing.T, dir string, damage func([]byte) []byte) {
 		t.Fatal(err)
 	}
 }
+
+// TestOpenRefusesMissingManifest: a store whose MANIFEST is gone is refused,
+// and left as it was, rather than opened empty: Badger would start a new
+// database beside the tables it no longer lists, and the node would sign a
+// new chain of its realm over the one its peers hold.
+func TestOpenRefusesMissingManifest(t *testing.T) {
+	for _, name := range []string{"synced into tables", "in the log only"} {
+		t.Run(name, func(t *testing.T) {
+			live := t.TempDir()
+			s := openTest(t, testConfig(live), counter{})
+			submitEach(t, s, 10)
+			dir := live
+			if name == "in the log only" {
+				dir = liveCopy(t, live)
+			}
+			s.Close()
+			if err := os.Remove(filepath.Join(dir, "MANIFEST")); err != nil {
+				t.Fatal(err)
+			}
+			before := segmentFiles(t, dir)
+			_, err := Open(testConfig(dir))
+			if !errors.Is(err, ErrNoManifest) || !strings.Contains(err.Error(), "relay import") {
+				t.Fatalf("open without a MANIFEST: %v, want %v", err, ErrNoManifest)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the refused open made a MANIFEST: %v", err)
+			}
+			if after := segmentFiles(t, dir); !slices.Equal(before, after) {
+				t.Fatalf("the refused open changed the log: %v, then %v", before, after)
+			}
+		})
+	}
+	// A directory made for a store, still empty, opens.
+	s := openTest(t, testConfig(t.TempDir()))
+	s.Close()
+}
