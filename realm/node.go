@@ -198,6 +198,11 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if err := checkKeyKept(cfg.DataDir, name, rf); err != nil {
 		return nil, err
 	}
+	if !cfg.InMemory {
+		if err := checkStoreKept(cfg.DataDir, name); err != nil {
+			return nil, err
+		}
+	}
 	id, created, err := federation.LoadOrCreateIdentity(filepath.Join(cfg.DataDir, "realm.key"))
 	if err != nil {
 		return nil, err
@@ -343,6 +348,28 @@ func checkKeyKept(dir string, name protocol.Realm, rf realmFile) error {
 	return fmt.Errorf("%s holds realm %q%s but not its key, realm.key: restore it from where it was kept; a new key would sign the realm's next events after ones signed by the old, a chain no peer takes", dir, name, who)
 }
 
+// checkStoreKept refuses a data directory that held a realm and lost its
+// store: its operator secret was written only once the store held the
+// operator credential, so a missing or empty store beside it was deleted
+// or damaged. Started anew, the node would sign a new chain of the realm
+// from seq 1, a fork of the one its peers hold, and replace the operator
+// secret.
+func checkStoreKept(dir string, name protocol.Realm) error {
+	if _, err := os.Stat(filepath.Join(dir, "operator.token")); err != nil {
+		return nil
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "store")); err == nil && len(entries) > 0 {
+		return nil // what it holds, store.Open and ensureOperator check
+	}
+	return storeLost(dir, name)
+}
+
+func storeLost(dir string, name protocol.Realm) error {
+	return fmt.Errorf("%s held realm %q (its operator secret, operator.token, is there) but its store is missing or empty: "+
+		"restore the store, or the realm from an export (relay import into a new directory); starting anew would sign a new chain of the realm, "+
+		"a fork of the one its peers hold (to create a new realm, use an empty data directory)", dir, name)
+}
+
 // pinRealm returns the realm name of the data directory, recording it on
 // first start; a different name later is refused, because the log, the key
 // and every identity belong to the first.
@@ -400,6 +427,13 @@ func (n *Node) ensureOperator() error {
 			n.log.Warn("the operator secret's file is missing; a start with --new-operator-secret writes a new secret there (the old one then stops working)", "secret_file", path)
 		}
 		return nil
+	}
+	if !n.cfg.InMemory {
+		// The secret's file is written only once the store holds the
+		// credential: with the file there, a store without it lost its data.
+		if _, err := os.Stat(path); err == nil {
+			return storeLost(n.cfg.DataDir, n.realm)
+		}
 	}
 	tok, err := n.auth.Issue(ctx, n.cfg.HumanName, append(protocol.Rights(nil), protocol.AllRights...), true)
 	if err != nil {

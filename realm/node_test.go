@@ -19,6 +19,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"relay/realm/api"
+	"relay/store"
 )
 
 // testNode is a node on a loopback test server.
@@ -418,6 +419,69 @@ func TestLostKeyRefused(t *testing.T) {
 	}
 	if after, _ := os.ReadFile(filepath.Join(dir, "realm.json")); string(after) != string(before) {
 		t.Fatalf("the refused start rewrote realm.json: %s", after)
+	}
+}
+
+// TestLostStoreRefused: a data directory whose store was deleted, emptied
+// or lost its data is refused, and left as it was, rather than started as a
+// new store: that would sign a new chain of the realm from seq 1, a fork of
+// the one its peers hold, and replace the operator secret.
+func TestLostStoreRefused(t *testing.T) {
+	for _, damage := range []struct {
+		name string
+		do   func(t *testing.T, store string)
+	}{
+		{"store removed", func(t *testing.T, store string) {
+			if err := os.RemoveAll(store); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"store emptied", func(t *testing.T, store string) {
+			if err := os.RemoveAll(store); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(store, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"store replaced by an empty one", func(t *testing.T, dir string) {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			scfg := store.DefaultConfig(dir)
+			scfg.Logger = slog.New(slog.DiscardHandler)
+			st, err := store.Open(scfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+		}},
+	} {
+		t.Run(damage.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := DefaultConfig()
+			cfg.P2PAddrs = nil
+			cfg.Realm, cfg.DataDir = "demo", dir
+			cfg.Logger = slog.New(slog.DiscardHandler)
+			n, err := Open(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.Close()
+			secret, err := os.ReadFile(filepath.Join(dir, "operator.token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			damage.do(t, filepath.Join(dir, "store"))
+			for range 2 { // and a refused start leaves nothing that a later one takes
+				if _, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "store is missing or empty") {
+					t.Fatalf("a realm without its store: %v", err)
+				}
+			}
+			if after, _ := os.ReadFile(filepath.Join(dir, "operator.token")); string(after) != string(secret) {
+				t.Fatal("the refused start replaced the operator secret")
+			}
+		})
 	}
 }
 
