@@ -230,8 +230,13 @@ type ImportConfig struct {
 	// VerifyAll checks every event's signature, not only the newest of
 	// each chunk (see backup.Options.VerifyAll).
 	VerifyAll bool
-	Progress  func(backup.Progress)
-	Logger    *slog.Logger
+	// MinFreeBytes is the free disk space under which the import stops
+	// (store.ErrDiskFull), as Config.MinFreeBytes for a node: Badger
+	// writes through memory maps, and one that meets a full disk ends the
+	// process rather than fail the import.
+	MinFreeBytes int64
+	Progress     func(backup.Progress)
+	Logger       *slog.Logger
 }
 
 // ImportResult is what an import restored.
@@ -292,7 +297,11 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 			descs = s.Descriptors
 			scfg := store.DefaultConfig(filepath.Join(stage, "store"))
 			scfg.Logger, scfg.Realm, scfg.Key = cfg.Logger, origin, id.Signing
+			scfg.MinFreeBytes = cfg.MinFreeBytes
 			if st, err = store.Open(scfg); err != nil {
+				return err
+			}
+			if err := checkImportDisk(st, cfg.DataDir); err != nil {
 				return err
 			}
 			// The services register their projectors, so every event is
@@ -307,8 +316,8 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 			if _, err := st.EnsureProjections(ctx); err != nil {
 				return err
 			}
-			blobs.st = st
-			chunks = restorer{ctx: ctx, st: st, origin: origin}
+			blobs.st, blobs.dir = st, cfg.DataDir
+			chunks = restorer{ctx: ctx, st: st, origin: origin, dir: cfg.DataDir}
 			return nil
 		},
 		Events: chunks.add,
@@ -434,6 +443,7 @@ type restorer struct {
 	ctx     context.Context
 	st      *store.Store
 	origin  protocol.Realm // the exporting realm: its own events must project
+	dir     string         // the data directory imported into
 	at      uint64         // events handed to the store so far
 	pending []pendingChunk
 }
@@ -445,6 +455,9 @@ type pendingChunk struct {
 }
 
 func (r *restorer) add(evs []store.Checked) error {
+	if err := checkImportDisk(r.st, r.dir); err != nil {
+		return err
+	}
 	r.pending = append(r.pending, pendingChunk{r.at, evs, r.st.Restore(r.ctx, r.at, evs)})
 	r.at += uint64(len(evs))
 	for len(r.pending) > restoreWindow {
@@ -520,6 +533,7 @@ func (r *restorer) halves(after uint64, evs []store.Checked) error {
 // blobBatch stores blobs a few at a time, one op each batch.
 type blobBatch struct {
 	st    *store.Store
+	dir   string // the data directory imported into
 	blobs []parley.Blob
 	size  int
 }
@@ -541,6 +555,9 @@ func (b *blobBatch) flush(ctx context.Context) error {
 	if len(b.blobs) == 0 {
 		return nil
 	}
+	if err := checkImportDisk(b.st, b.dir); err != nil {
+		return err
+	}
 	_, err := b.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
 		for _, bl := range b.blobs {
 			if err := parley.PutBlob(tx, bl); err != nil {
@@ -551,6 +568,17 @@ func (b *blobBatch) flush(ctx context.Context) error {
 	})
 	b.blobs, b.size = nil, 0
 	return err
+}
+
+// checkImportDisk reads the free space of the disk the import is built on
+// before each chunk, rather than every half second as a node does: an
+// import writes faster than that, and a disk it filled would end the
+// process (Badger's memory maps) instead of failing the import.
+func checkImportDisk(st *store.Store, dir string) error {
+	if low, free := st.CheckDisk(); low {
+		return fmt.Errorf("import: %w: %.1f MiB free on the disk of %s, not enough to go on: free space, or import onto another disk", store.ErrDiskFull, float64(free)/(1<<20), dir)
+	}
+	return nil
 }
 
 // prepareFresh makes sure dir can receive an import: it does not exist or

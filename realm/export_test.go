@@ -320,6 +320,30 @@ func TestImportInterrupted(t *testing.T) {
 	n.Close()
 }
 
+// TestImportDiskFull: an import onto a disk without room to go on stops with
+// store.ErrDiskFull and leaves nothing, rather than fill the disk: Badger,
+// writing through memory maps into a full disk, ended the process with
+// SIGBUS as it flushed the failed store, leaving import.partial behind.
+func TestImportDiskFull(t *testing.T) {
+	src := t.TempDir()
+	tn := startNodeAt(t, "ainotes", src)
+	fillNode(t, tn)
+	tn.srv.Close()
+	tn.Close()
+	file := exportOf(t, src, true, false)
+	dst := filepath.Join(t.TempDir(), "restored")
+	_, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Logger: quiet(), MinFreeBytes: 1 << 62})
+	if !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), "free space") {
+		t.Fatalf("import onto a full disk: %v, want %v", err, store.ErrDiskFull)
+	}
+	if _, err := os.Stat(dst); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused import left %s: %v", dst, err)
+	}
+	if _, err := Import(context.Background(), ImportConfig{DataDir: dst, In: bytes.NewReader(file), Logger: quiet()}); err != nil {
+		t.Fatalf("import once there is room: %v", err)
+	}
+}
+
 // The store of a node that follows other realms holds their chains too: an
 // export carries them with the keys a KeySource (the realm directory) gives,
 // and an import verifies them against those keys and against the keys the

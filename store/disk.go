@@ -92,3 +92,11 @@ func (s *Store) watchDisk() {
 // DiskLow reports whether writes are refused for want of disk space, and
 // the free bytes last read (0 when not watched).
 func (s *Store) DiskLow() (low bool, free int64) { return s.diskLow.Load(), s.diskFree.Load() }
+
+// CheckDisk reads the free space now, as the watch does every diskPoll,
+// and reports as DiskLow does: for a bulk writer (an import) that can fill
+// a disk between two readings.
+func (s *Store) CheckDisk() (low bool, free int64) {
+	s.checkDisk()
+	return s.DiskLow()
+}
