@@ -634,6 +634,24 @@ func TestCorpusMCPToolsList(t *testing.T) {
 	}
 }
 
+// TestCorpusMCPRefusalOutOfRange: a refusal a handler returns, not only
+// one of the schema check, reaches an /mcp client in the corpus's codes, as
+// over HTTP: an integer out of range is invalid_request, never Parley's
+// invalid_body.
+func TestCorpusMCPRefusalOutOfRange(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	cs, _ := oauthSession(t, tn.srv.URL)
+	tc := newToolCaller(t, cs)
+	for _, args := range []map[string]any{
+		{"after": 1e300},
+	} {
+		tc.refused("get_messages", args, "invalid_request")
+	}
+	_, tok := tc.ok("get_operation_token", nil)
+	tc.refused("create_conversation", map[string]any{"operation_token": tok["operation_token"], "subject": "s", "content": "c",
+		"schema_name": "toastmachine.object", "schema_version": 1e300}, "invalid_request")
+}
+
 // TestCorpusMCPResources: /mcp offers the corpus's documents as resources,
 // each with the media type its HTTP answer has, and its records by id
 // through templates; a read is the HTTP answer itself.
