@@ -210,6 +210,12 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 	if created {
 		cfg.Logger.Info("created realm key", "realm", name, "peer_id", id.PeerID.String())
 	}
+	if rf.PeerID != "" && rf.PeerID != id.PeerID.String() {
+		// Another realm's key: it would sign the realm's next events
+		// after ones signed by its own, a chain no peer (nor an import)
+		// verifies.
+		return nil, fmt.Errorf("%s holds realm %q under peer ID %s, but realm.key is the key of peer ID %s: restore the realm's own realm.key; another key would sign its next events after ones signed by its own, a chain no peer takes", cfg.DataDir, name, rf.PeerID, id.PeerID)
+	}
 	if err := writeRealmFile(cfg.DataDir, realmFile{Realm: string(name), PeerID: id.PeerID.String(), InMemory: cfg.InMemory}); err != nil {
 		return nil, err
 	}

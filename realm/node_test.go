@@ -485,6 +485,47 @@ func TestLostStoreRefused(t *testing.T) {
 	}
 }
 
+// TestWrongKeyRefused: a data directory whose realm.key is not the key
+// its realm was created with (another realm's, copied over it) is refused,
+// and left as it was, rather than signing the realm's next events with a
+// key its chain does not verify under.
+func TestWrongKeyRefused(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	cfg := DefaultConfig()
+	cfg.P2PAddrs = nil
+	cfg.Realm = "demo"
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	for _, d := range []string{dir, other} {
+		cfg.DataDir = d
+		n, err := Open(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Close()
+	}
+	before, err := os.ReadFile(filepath.Join(dir, "realm.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := os.ReadFile(filepath.Join(other, "realm.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "realm.key"), key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = dir
+	if n, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "realm.key") {
+		if n != nil {
+			n.Close()
+		}
+		t.Fatalf("a realm under another key: %v", err)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "realm.json")); string(after) != string(before) {
+		t.Fatalf("the refused start rewrote realm.json: %s", after)
+	}
+}
+
 func TestTokensLifecycle(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := tn.issue(t, "OpenCode", "write", "pin")
