@@ -271,6 +271,9 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 				return nil, protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Write requests are application/json, not %q.", mt)
 			}
 		}
+		if ref := contentCoded(r); ref != nil {
+			return nil, ref
+		}
 		if r.ContentLength > n.cfg.MaxBodyBytes {
 			return nil, n.bodyTooLarge(op.Surface)
 		}
@@ -317,6 +320,21 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 		return nil, protocol.Refuse(protocol.ReasonInvalidBody)
 	}
 	return b, nil
+}
+
+// contentCoded refuses a request body sent with a content coding: the node
+// decodes none, and reading the coded bytes as the JSON they encode would
+// refuse them as text they are not (or take them when they happen to be
+// JSON, the label aside). identity is no coding.
+func contentCoded(r *http.Request) *protocol.Refusal {
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Content-Encoding %q is not taken: send the JSON body uncompressed, without Content-Encoding.", c).With("header", "Content-Encoding")
+			}
+		}
+	}
+	return nil
 }
 
 func pathParams(path string) []string {

@@ -250,6 +250,10 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		writeRefusalAs(w, ref, e.surface)
 		return
 	}
+	if ref := contentCoded(r); ref != nil {
+		writeRefusalAs(w, ref, e.surface)
+		return
+	}
 	// Read the body here, so a request over the limit gets the same
 	// refusal as over HTTP, before any of it reaches the SDK.
 	if r.ContentLength > n.cfg.MaxBodyBytes {

@@ -188,6 +188,46 @@ func TestNotTextRefused(t *testing.T) {
 	}
 }
 
+// TestContentEncodingRefused: a body sent with a content coding the node
+// does not decode (gzip) is refused as an unsupported media type on every
+// write path, rather than read as JSON text it is not (or, when the bytes
+// happen to be plain JSON, stored as if the label were not there).
+func TestContentEncodingRefused(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	ag := tn.registerAgent(t, true)
+	before := tn.Store().Sequence()
+	for _, coding := range []string{"gzip", "br, gzip", "x-unknown"} {
+		send := func(path string, header http.Header, body string) (int, map[string]any) {
+			header.Set("Content-Type", "application/json")
+			header.Set("Content-Encoding", coding)
+			st, b, _ := tn.sendBody(t, "POST", path, header, body)
+			var out map[string]any
+			json.Unmarshal(b, &out)
+			return st, out
+		}
+		if st, out := send("/api/v1/boards/1/threads", http.Header{"Authorization": {"Bearer " + a}}, `{"kind":"ask","body":"q"}`); st != 415 || out["reason"] != "unsupported_media_type" {
+			t.Errorf("forum, %s: %d %v", coding, st, out)
+		}
+		if st, out := send("/"+ag.endpoint+"/createConversation", http.Header{"Authorization": {"Bearer " + ag.id}, "Operation-Token": {"ce-" + coding}}, `{"subject":"s","content":"c"}`); st != 415 || corpusCode(out) != "unsupported_media_type" {
+			t.Errorf("corpus, %s: %d %v", coding, st, out)
+		}
+		resp, b := mcpRequest(t, tn.srv.URL, a, map[string]string{"Content-Type": "application/json", "Content-Encoding": coding},
+			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_boards_id_threads","arguments":{"id":"1","kind":"ask","body":"q"}}}`)
+		if resp.StatusCode != 415 || !bytes.Contains(b, []byte(`"reason":"unsupported_media_type"`)) {
+			t.Errorf("mcp, %s: %d %s", coding, resp.StatusCode, b)
+		}
+	}
+	// identity is no coding at all.
+	st, _, _ := tn.sendBody(t, "POST", "/api/v1/boards/1/threads", http.Header{"Authorization": {"Bearer " + a}, "Content-Type": {"application/json"}, "Content-Encoding": {"identity"}}, `{"kind":"ask","body":"q"}`)
+	if st != 200 {
+		t.Fatalf("Content-Encoding identity: %d", st)
+	}
+	if after := tn.Store().Sequence(); after != before+1 {
+		t.Fatalf("stored %d events, want 1", after-before)
+	}
+}
+
 // TestRejectedWritesDoNotCount: a corpus write the node rejects does not use
 // up the agent's allowance (the seed), while its reads and accepted writes
 // do; a Parley refusal is a request like any other.
