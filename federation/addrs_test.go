@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -46,6 +47,12 @@ func TestIdentityFile(t *testing.T) {
 	b, created, err := LoadOrCreateIdentity(path)
 	if err != nil || created || a.PeerID != b.PeerID || !a.Signing.Equal(b.Signing) {
 		t.Fatalf("reload: %v %v", created, err)
+	}
+	// A file that holds no key says so, whatever the decoder's words.
+	for _, junk := range [][]byte{nil, []byte("ed25519 key\n"), {0x08, 0x01, 0x12, 0x03, 1, 2, 3}} {
+		if _, err := ParseIdentity(junk); !errors.Is(err, ErrNotAKey) {
+			t.Errorf("ParseIdentity(%q): %v", junk, err)
+		}
 	}
 	// The signing key is the libp2p key: its peer ID derives from it.
 	if pub, _ := a.PrivKey.GetPublic().Raw(); string(pub) != string(a.Public()) {

@@ -67,10 +67,13 @@ func LoadIdentity(path string) (*Identity, error) {
 func ParseIdentity(b []byte) (*Identity, error) {
 	k, err := crypto.UnmarshalPrivateKey(b)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (%v)", ErrNotAKey, err)
 	}
 	return identityOf(k)
 }
+
+// ErrNotAKey is a realm key file that does not hold a key at all.
+var ErrNotAKey = errors.New("not a key as relay writes one (realm.key holds a libp2p private key)")
 
 // Marshal encodes the key in libp2p's protobuf form.
 func (id *Identity) Marshal() ([]byte, error) { return crypto.MarshalPrivateKey(id.PrivKey) }
