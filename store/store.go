@@ -339,7 +339,11 @@ func (s *Store) load() error {
 			empty = !it.Valid()
 			it.Close()
 			if !empty {
-				return errors.New("store: directory holds data but no schema version: not a relay store")
+				// A relay store writes its version first of all: without it,
+				// either the data is another program's, or the store lost
+				// its oldest writes (Badger's newest files, .mem, removed
+				// before they were flushed).
+				return errors.New("store: directory holds data but no schema version: not a relay store, or one that lost files; restore the data directory from a backup or an export (relay import)")
 			}
 			return nil
 		case err != nil:
