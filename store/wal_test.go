@@ -1,19 +1,23 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
-	"strings"
-
 	"errors"
 	"fmt"
-	"github.com/dgraph-io/badger/v4"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"relay/protocol"
 )
 
 // copyFiles copies the regular files of src into dst (created if needed).
@@ -1011,4 +1015,95 @@ func TestOpenRefusesMissingManifest(t *testing.T) {
 	// A directory made for a store, still empty, opens.
 	s := openTest(t, testConfig(t.TempDir()))
 	s.Close()
+}
+
+// TestOpenRefusesDamagedTable: a table cut short, or overwritten at its
+// end, is refused by name before Badger opens it (it would crash reading
+// its footer), and the store is left as it was.
+func TestOpenRefusesDamagedTable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"cut in half", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"cut to 3 bytes", func(b []byte) []byte { return b[:3] }},
+		{"end overwritten", func(b []byte) []byte {
+			for i := len(b) - 16; i < len(b); i++ {
+				b[i] = 0xee
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openTest(t, testConfig(dir), counter{})
+			submitEach(t, s, 10)
+			s.Close() // flushes the memtable into a table
+			tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+			if len(tables) == 0 {
+				t.Fatal("no table after close")
+			}
+			b, err := os.ReadFile(tables[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			damaged := tc.damage(b)
+			if err := os.WriteFile(tables[0], damaged, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err = Open(testConfig(dir))
+			if !errors.Is(err, ErrDamagedTable) || !strings.Contains(err.Error(), filepath.Base(tables[0])) {
+				t.Fatalf("open with a damaged table: %v, want %v", err, ErrDamagedTable)
+			}
+			if after, _ := os.ReadFile(tables[0]); !bytes.Equal(after, damaged) {
+				t.Fatal("the refused open changed the table")
+			}
+		})
+	}
+}
+
+// TestDamagedBlockIsAnError: bytes overwritten inside a table's data are
+// caught by the block's checksum when it is read, rather than served.
+func TestDamagedBlockIsAnError(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, testConfig(dir), counter{})
+	val := make([]byte, 3000) // random: no compression hides it in the file
+	rand.Read(val)
+	if _, err := s.Submit(context.Background(), func(tx *Tx) (*protocol.Draft, error) {
+		return nil, tx.Set([]byte("l/k/v"), val)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close() // flushes the memtable into a table
+	tables, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(tables) != 1 {
+		t.Fatalf("tables after close: %v", tables)
+	}
+	b, err := os.ReadFile(tables[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := bytes.Index(b, val)
+	if at < 0 {
+		t.Fatal("the value is not in the table as written")
+	}
+	b[at+len(val)/2] ^= 0x01
+	if err := os.WriteFile(tables[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Opening the table reads its last block; a read of the value, its own.
+	s2, err := Open(testConfig(dir))
+	if err == nil {
+		defer s2.Close()
+		err = s2.View(func(tx *Tx) error {
+			got, err := tx.Get([]byte("l/k/v"))
+			if err == nil && !bytes.Equal(got, val) {
+				t.Error("the damaged value was served")
+			}
+			return err
+		})
+	}
+	if err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("reading a damaged block: %v, want a checksum mismatch", err)
+	}
 }
