@@ -20,7 +20,7 @@ func TestDiscoveryDocuments(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	for _, doc := range documents {
 		for _, acc := range []string{"", "application/json", "text/html"} {
-			status, body, hdr := tn.send(t, "GET", doc.Path, accept(acc))
+			status, body, hdr := tn.send(t, "GET", doc.Path, acceptHeader(acc))
 			if status != 200 || mediaOf(hdr) != doc.MediaType || len(body) == 0 {
 				t.Errorf("%s (Accept %q): %d %s", doc.Path, acc, status, hdr.Get("Content-Type"))
 				continue
@@ -68,7 +68,7 @@ func TestHomepage(t *testing.T) {
 		{"text/html;q=0, */*", mediaMarkdown, 200},
 		{"application/json", "", 406},
 	} {
-		status, body, hdr := tn.send(t, "GET", "/", accept(tc.accept))
+		status, body, hdr := tn.send(t, "GET", "/", acceptHeader(tc.accept))
 		if status != tc.status || !strings.Contains(hdr.Get("Vary"), "Accept") {
 			t.Errorf("Accept %q: %d Vary %q", tc.accept, status, hdr.Get("Vary"))
 			continue
@@ -99,7 +99,7 @@ func TestHTMLPagesIcon(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	icon := `<link rel="icon" href="/console/assets/icon.svg" type="image/svg+xml">`
 	for _, path := range htmlPages {
-		if _, body, _ := tn.send(t, "GET", path, accept("text/html")); !bytes.Contains(body, []byte(icon)) {
+		if _, body, _ := tn.send(t, "GET", path, acceptHeader("text/html")); !bytes.Contains(body, []byte(icon)) {
 			t.Errorf("%s does not name the icon", path)
 		}
 	}
@@ -115,7 +115,7 @@ func TestHTMLPagesIcon(t *testing.T) {
 func TestHTMLPagesLandmarks(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	for _, path := range htmlPages {
-		_, b, _ := tn.send(t, "GET", path, accept("text/html"))
+		_, b, _ := tn.send(t, "GET", path, acceptHeader("text/html"))
 		body := string(b)
 		open, end := strings.Index(body, "<main>"), strings.Index(body, "</main>")
 		if strings.Count(body, "<main>") != 1 || open < 0 || end < open || strings.Index(body, "<h1>") < open || strings.LastIndex(body, "</table>") > end {
@@ -125,7 +125,7 @@ func TestHTMLPagesLandmarks(t *testing.T) {
 			t.Errorf("%s has a form", path)
 		}
 	}
-	if _, body, _ := tn.send(t, "GET", "/", accept("text/html")); !bytes.Contains(body, []byte("<code>GET /search?q=words</code>")) {
+	if _, body, _ := tn.send(t, "GET", "/", acceptHeader("text/html")); !bytes.Contains(body, []byte("<code>GET /search?q=words</code>")) {
 		t.Error("the homepage does not name the search")
 	}
 }
@@ -137,7 +137,7 @@ func TestHTMLPagesTablesScroll(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	region := regexp.MustCompile(`<div class="scroll" tabindex="0" role="region" aria-label="[^"]+">$`)
 	for _, path := range htmlPages {
-		_, b, _ := tn.send(t, "GET", path, accept("text/html"))
+		_, b, _ := tn.send(t, "GET", path, acceptHeader("text/html"))
 		body := string(b)
 		for _, at := range regexp.MustCompile(`<table\b`).FindAllStringIndex(body, -1) {
 			if !region.MatchString(body[:at[0]]) {
@@ -166,7 +166,7 @@ func TestHTMLPagesSecurityHeaders(t *testing.T) {
 	}
 	style := regexp.MustCompile(`(?s)<style>(.*?)</style>`)
 	for _, path := range htmlPages {
-		for _, hdr := range []http.Header{nil, accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")} {
+		for _, hdr := range []http.Header{nil, acceptHeader("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")} {
 			_, body, h := tn.send(t, "GET", path, hdr)
 			csp := h.Get("Content-Security-Policy")
 			for _, want := range []string{"default-src 'none'", "img-src 'self'", "form-action 'none'", "frame-ancestors 'none'", "base-uri 'none'"} {
@@ -187,7 +187,7 @@ func TestHTMLPagesSecurityHeaders(t *testing.T) {
 			}
 		}
 	}
-	if _, _, h := tn.send(t, "GET", "/", accept("text/markdown")); h.Get("Content-Security-Policy") != "" {
+	if _, _, h := tn.send(t, "GET", "/", acceptHeader("text/markdown")); h.Get("Content-Security-Policy") != "" {
 		t.Errorf("the Markdown homepage has a policy: %q", h.Get("Content-Security-Policy"))
 	}
 }

@@ -90,11 +90,11 @@ func TestFeeds(t *testing.T) {
 			t.Errorf("%s If-Modified-Since: %d", tc.path, st)
 		}
 		// A native format: incompatible Accept is 406 in plain text.
-		st, b, h := f.send(t, "GET", tc.path, accept("application/json"))
+		st, b, h := f.send(t, "GET", tc.path, acceptHeader("application/json"))
 		if st != 406 || mediaOf(h) != mediaText || !bytes.Contains(b, []byte(tc.mediaType)) {
 			t.Errorf("%s with Accept: application/json: %d %s %q", tc.path, st, h.Get("Content-Type"), b)
 		}
-		if st, _, h := f.send(t, "GET", tc.path, accept("application/xml;q=0.5, text/html")); st != 200 || mediaOf(h) != mediaXML {
+		if st, _, h := f.send(t, "GET", tc.path, acceptHeader("application/xml;q=0.5, text/html")); st != 200 || mediaOf(h) != mediaXML {
 			t.Errorf("%s with Accept: application/xml: %d %s", tc.path, st, h.Get("Content-Type"))
 		}
 		// limit.
@@ -149,7 +149,7 @@ func TestSitemap(t *testing.T) {
 	if locs[f.srv.URL+"/conversations/"+f.conv] == "" {
 		t.Error("a conversation has no lastmod")
 	}
-	if st, b, h := f.send(t, "GET", "/sitemap.xml", accept("application/json")); st != 406 || mediaOf(h) != mediaText {
+	if st, b, h := f.send(t, "GET", "/sitemap.xml", acceptHeader("application/json")); st != 406 || mediaOf(h) != mediaText {
 		t.Errorf("sitemap with Accept: application/json: %d %s", st, b)
 	}
 }

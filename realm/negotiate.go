@@ -36,6 +36,7 @@ import (
 	"relay/protocol"
 	"relay/realm/api"
 	"relay/realm/corpus"
+	"relay/realm/internal/accept"
 )
 
 // Media types the node negotiates.
@@ -54,86 +55,19 @@ const (
 // seed, "Content Signals"): a discovery declaration, not corpus data.
 const contentSignal = "search=yes, ai-input=yes, ai-train=yes"
 
-// mediaRange is one element of an Accept header.
-type mediaRange struct {
-	typ, sub string // lower case; "*" for a wildcard
-	q        float64
-}
-
-// parseAccept parses an Accept header. Elements that are not media ranges,
-// and ranges whose q is not a number in 0..1, are dropped; a lone "*" is
-// taken as */*, as some clients send it.
-func parseAccept(h string) []mediaRange {
-	var out []mediaRange
-	for _, part := range strings.Split(h, ",") {
-		params := strings.Split(part, ";")
-		full := strings.ToLower(strings.TrimSpace(params[0]))
-		if full == "*" {
-			full = "*/*"
-		}
-		typ, sub, ok := strings.Cut(full, "/")
-		if !ok || typ == "" || sub == "" || (typ == "*" && sub != "*") {
-			continue
-		}
-		r := mediaRange{typ: typ, sub: sub, q: 1}
-		for _, p := range params[1:] {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.EqualFold(strings.TrimSpace(k), "q") {
-				q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil || q < 0 || q > 1 {
-					r.q = -1
-				} else {
-					r.q = q
-				}
-				break // what follows q is accept-ext
-			}
-		}
-		if r.q >= 0 {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// quality is the q that ranges give the media type mt, from the most
-// specific range that matches it; ok is false when none does.
-func quality(ranges []mediaRange, mt string) (q float64, ok bool) {
-	typ, sub, _ := strings.Cut(mt, "/")
-	best := -1
-	for _, r := range ranges {
-		spec := -1
-		switch {
-		case r.typ == typ && r.sub == sub:
-			spec = 2
-		case r.typ == typ && r.sub == "*":
-			spec = 1
-		case r.typ == "*":
-			spec = 0
-		}
-		switch {
-		case spec < 0 || spec < best:
-		case spec > best:
-			best, q = spec, r.q
-		default: // two ranges as specific: the kinder one
-			q = max(q, r.q)
-		}
-	}
-	return q, best >= 0
-}
-
 // negotiate picks the offered media type the Accept header prefers; ok is
 // false when none is acceptable.
 func negotiate(header string, offered []string) (mt string, ok bool) {
 	if len(offered) == 0 {
 		return "", false
 	}
-	ranges := parseAccept(header)
+	ranges := accept.Parse(header)
 	if len(ranges) == 0 {
 		return offered[0], true
 	}
 	bestQ := 0.0
 	for _, o := range offered {
-		if q, matched := quality(ranges, o); matched && q > bestQ {
+		if q, spec := accept.Quality(ranges, o); spec != accept.None && q > bestQ {
 			mt, bestQ = o, q
 		}
 	}

@@ -109,7 +109,7 @@ func (tn *testNode) sendBody(t *testing.T, method, path string, header http.Head
 	return resp.StatusCode, b.Bytes(), resp.Header
 }
 
-func accept(v string) http.Header { return http.Header{"Accept": {v}} }
+func acceptHeader(v string) http.Header { return http.Header{"Accept": {v}} }
 
 func mediaOf(h http.Header) string {
 	mt, _, _ := strings.Cut(h.Get("Content-Type"), ";")
@@ -233,8 +233,8 @@ func TestCorpusConditionalRequests(t *testing.T) {
 	f := newCorpusFixture(t)
 	msg := "/messages/" + f.second
 	_, jsonBody, j := f.send(t, "GET", msg, nil)
-	_, _, md := f.send(t, "GET", msg, accept(mediaMarkdown))
-	_, _, ldh := f.send(t, "GET", msg, accept(mediaJSONLD))
+	_, _, md := f.send(t, "GET", msg, acceptHeader(mediaMarkdown))
+	_, _, ldh := f.send(t, "GET", msg, acceptHeader(mediaJSONLD))
 	etag, lm := j.Get("ETag"), j.Get("Last-Modified")
 	if etag == "" || lm == "" || etag == md.Get("ETag") || etag == ldh.Get("ETag") || md.Get("ETag") == ldh.Get("ETag") {
 		t.Fatalf("validators: json %q %q, markdown %q, json-ld %q", etag, lm, md.Get("ETag"), ldh.Get("ETag"))
@@ -400,21 +400,21 @@ func TestCorpusReadErrorsInMarkdown(t *testing.T) {
 		{"/messages?limit=0", 400, "invalid_request"},
 		{"/search?q=", 400, "invalid_request"},
 	} {
-		status, body, hdr := f.send(t, "GET", tc.path, accept(mediaMarkdown))
+		status, body, hdr := f.send(t, "GET", tc.path, acceptHeader(mediaMarkdown))
 		if status != tc.status || mediaOf(hdr) != mediaMarkdown || !bytes.HasPrefix(body, []byte("# Error: ")) || !bytes.Contains(body, []byte("`"+tc.code+"`")) {
 			t.Errorf("%s as Markdown: %d %s %q", tc.path, status, hdr.Get("Content-Type"), body)
 		}
 		if hdr.Get("Content-Signal") != "" || hdr.Get("ETag") != "" {
 			t.Errorf("%s: an error carries Content-Signal %q, ETag %q", tc.path, hdr.Get("Content-Signal"), hdr.Get("ETag"))
 		}
-		status, body, hdr = f.send(t, "GET", tc.path, accept(mediaJSONLD+", "+mediaJSON))
+		status, body, hdr = f.send(t, "GET", tc.path, acceptHeader(mediaJSONLD+", "+mediaJSON))
 		var out map[string]any
 		if status != tc.status || mediaOf(hdr) != mediaJSON || json.Unmarshal(body, &out) != nil || corpusCode(out) != tc.code {
 			t.Errorf("%s as JSON: %d %s %s", tc.path, status, hdr.Get("Content-Type"), body)
 		}
 	}
 	// Parley's reads keep their JSON contract: no negotiation, no CORS.
-	status, _, hdr := f.send(t, "GET", "/api/v1/manifest", accept(mediaMarkdown))
+	status, _, hdr := f.send(t, "GET", "/api/v1/manifest", acceptHeader(mediaMarkdown))
 	if status != 200 || mediaOf(hdr) != mediaJSON || hdr.Get("Access-Control-Allow-Origin") != "" {
 		t.Errorf("/api/v1/manifest with Accept: text/markdown: %d %v", status, hdr)
 	}
@@ -429,7 +429,7 @@ func TestCorpusMarkdownQuotesContent(t *testing.T) {
 	}
 	for _, path := range []string{"/messages/" + out["message_id"].(string), "/messages?conversation_id=" + f.conv, "/search?q=injected",
 		"/corpus/snapshot.json"} {
-		_, body, _ := f.send(t, "GET", path, accept(mediaMarkdown))
+		_, body, _ := f.send(t, "GET", path, acceptHeader(mediaMarkdown))
 		for _, line := range strings.FieldsFunc(string(body), func(r rune) bool { return r == '\n' || r == '\r' }) {
 			if strings.Contains(line, "njected") && !strings.HasPrefix(line, "> ") {
 				t.Errorf("%s: content outside its quote: %q", path, line)
@@ -468,7 +468,7 @@ func TestCorpusJSONLD(t *testing.T) {
 		"/messages":                 {"<" + base + "/vocab#MessagePage>", "<https://schema.org/Message>"},
 		"/search?q=latency":         {"<" + base + "/vocab#SearchResults>", "<" + base + "/vocab#score>"},
 	} {
-		status, body, hdr := f.send(t, "GET", path, accept(mediaJSONLD))
+		status, body, hdr := f.send(t, "GET", path, acceptHeader(mediaJSONLD))
 		if status != 200 || mediaOf(hdr) != mediaJSONLD {
 			t.Fatalf("%s: %d %s", path, status, hdr.Get("Content-Type"))
 		}

@@ -53,6 +53,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/accept"
 	"relay/store"
 )
 
@@ -268,85 +269,19 @@ func writeNDJSON(w http.ResponseWriter, r *http.Request, lines []json.RawMessage
 // resources take it (realm/negotiate.go): a range that is not type/subtype,
 // or whose q is not a number in 0..1, is dropped.
 func accepts(header, typ string, aliases ...string) bool {
-	ranges := acceptRanges(header)
+	ranges := accept.Parse(header)
 	if len(ranges) == 0 {
 		return true
 	}
-	if q, spec := acceptQ(ranges, typ); spec >= 0 && q > 0 {
+	if q, spec := accept.Quality(ranges, typ); spec != accept.None && q > 0 {
 		return true
 	}
 	for _, a := range aliases {
-		if q, spec := acceptQ(ranges, a); spec == 2 && q > 0 {
+		if q, spec := accept.Quality(ranges, a); spec == accept.Exact && q > 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// acceptRange is one valid element of an Accept header.
-type acceptRange struct {
-	typ string // lower case type/subtype, type/* or */*
-	q   float64
-}
-
-// acceptRanges parses the valid media ranges of an Accept header; a lone
-// "*" is taken as */*, as some clients send it.
-func acceptRanges(header string) []acceptRange {
-	var out []acceptRange
-	for _, part := range strings.Split(header, ",") {
-		params := strings.Split(part, ";")
-		full := strings.ToLower(strings.TrimSpace(params[0]))
-		if full == "*" {
-			full = "*/*"
-		}
-		major, minor, ok := strings.Cut(full, "/")
-		if !ok || major == "" || minor == "" || major == "*" && minor != "*" {
-			continue
-		}
-		r := acceptRange{typ: full, q: 1}
-		for _, p := range params[1:] {
-			k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
-			if strings.EqualFold(strings.TrimSpace(k), "q") {
-				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-				if err != nil || f < 0 || f > 1 {
-					r.q = -1
-				} else {
-					r.q = f
-				}
-				break // what follows q is accept-ext
-			}
-		}
-		if r.q >= 0 {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// acceptQ is the quality ranges give typ, from the most specific range
-// matching it: spec 2 names typ, 1 is type/*, 0 is */*, -1 when none
-// matches.
-func acceptQ(ranges []acceptRange, typ string) (q float64, spec int) {
-	major, _, _ := strings.Cut(typ, "/")
-	spec = -1
-	for _, r := range ranges {
-		s := -1
-		switch r.typ {
-		case typ:
-			s = 2
-		case major + "/*":
-			s = 1
-		case "*/*":
-			s = 0
-		}
-		if s < 0 || s < spec {
-			continue
-		}
-		if s > spec || r.q > q {
-			spec, q = s, r.q
-		}
-	}
-	return q, spec
 }
 
 func notAcceptable(offered string) error {
