@@ -390,11 +390,11 @@ func TestInMemoryDirectoryStaysSo(t *testing.T) {
 	}
 }
 
-// TestLostKeyRefused: a data directory that held a realm and lost its key
-// is refused, and left as it was, rather than given a new key that would
-// sign the realm's next events after ones signed by the old.
-func TestLostKeyRefused(t *testing.T) {
-	dir := t.TempDir()
+// startedOnce opens a node of realm demo on dir, without federation, and
+// closes it: a data directory as a first start leaves it. It returns the
+// configuration, to open it again.
+func startedOnce(t *testing.T, dir string) Config {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil
 	cfg.Realm, cfg.DataDir = "demo", dir
@@ -404,6 +404,15 @@ func TestLostKeyRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.Close()
+	return cfg
+}
+
+// TestLostKeyRefused: a data directory that held a realm and lost its key
+// is refused, and left as it was, rather than given a new key that would
+// sign the realm's next events after ones signed by the old.
+func TestLostKeyRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := startedOnce(t, dir)
 	before, err := os.ReadFile(filepath.Join(dir, "realm.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -459,15 +468,7 @@ func TestLostStoreRefused(t *testing.T) {
 	} {
 		t.Run(damage.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := DefaultConfig()
-			cfg.P2PAddrs = nil
-			cfg.Realm, cfg.DataDir = "demo", dir
-			cfg.Logger = slog.New(slog.DiscardHandler)
-			n, err := Open(context.Background(), cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			n.Close()
+			cfg := startedOnce(t, dir)
 			secret, err := os.ReadFile(filepath.Join(dir, "operator.token"))
 			if err != nil {
 				t.Fatal(err)
@@ -491,18 +492,8 @@ func TestLostStoreRefused(t *testing.T) {
 // key its chain does not verify under.
 func TestWrongKeyRefused(t *testing.T) {
 	dir, other := t.TempDir(), t.TempDir()
-	cfg := DefaultConfig()
-	cfg.P2PAddrs = nil
-	cfg.Realm = "demo"
-	cfg.Logger = slog.New(slog.DiscardHandler)
-	for _, d := range []string{dir, other} {
-		cfg.DataDir = d
-		n, err := Open(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Close()
-	}
+	startedOnce(t, other)
+	cfg := startedOnce(t, dir)
 	before, err := os.ReadFile(filepath.Join(dir, "realm.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +505,6 @@ func TestWrongKeyRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "realm.key"), key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg.DataDir = dir
 	if n, err := Open(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "realm.key") {
 		if n != nil {
 			n.Close()
