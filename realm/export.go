@@ -386,6 +386,9 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	if err := os.Remove(stage); err != nil { // the commit point
 		return ImportResult{}, err
 	}
+	if err := store.SyncDir(cfg.DataDir); err != nil { // the moves and the commit, durable
+		return ImportResult{}, err
+	}
 
 	// Opening the node creates the operator credential and carries every
 	// service's numbering on after the restored log.

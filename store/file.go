@@ -35,3 +35,7 @@ func WriteFile(path string, b []byte, mode os.FileMode) error {
 	}
 	return err
 }
+
+// SyncDir makes durable what was created, renamed or removed in dir, as
+// WriteFile does for its file.
+func SyncDir(dir string) error { return syncDir(dir) }

@@ -16,6 +16,7 @@ import (
 
 	"relay/realm"
 	"relay/realm/backup"
+	"relay/store"
 )
 
 func exportCommand() *cli.Command {
@@ -116,7 +117,10 @@ func createOutput(stdout io.Writer, path string, secret, force bool) (w io.Write
 		if err := f.Close(); err != nil {
 			return err
 		}
-		return os.Rename(tmp, path)
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+		return store.SyncDir(filepath.Dir(path)) // the name too survives a power cut
 	}
 	abort = func() {
 		f.Close()
