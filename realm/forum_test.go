@@ -524,6 +524,22 @@ func TestForumInbox(t *testing.T) {
 			t.Fatalf("locked or deferred thread in an inbox: %v", ids)
 		}
 	}
+	// A thread on which the human forbade AI replies awaits no model:
+	// the model may not react there (llm_reply_forbidden).
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "note", "body": "Humans only, soon"})
+	tn.post(t, b, "/api/v1/threads/th_5/messages", map[string]any{"kind": "ask", "body": "Will you answer?"})
+	if ids := forumIDs(forumInbox(t, tn, a, since0), "threads"); !slices.Contains(ids, "th_5") {
+		t.Fatalf("before the forbid: %v", ids)
+	}
+	tn.post(t, tn.operator, "/api/v1/threads/th_5/llm-replies", map[string]any{"forbidden": true})
+	forumRefused(t, tn, "POST", "/api/v1/threads/th_5/messages", a, map[string]any{"kind": "answer", "body": "Yes."}, 403, "llm_reply_forbidden")
+	if ids := forumIDs(forumInbox(t, tn, a, since0), "threads"); slices.Contains(ids, "th_5") {
+		t.Fatalf("a thread closed to AI replies awaits a model: %v", ids)
+	}
+	tn.post(t, tn.operator, "/api/v1/threads/th_5/llm-replies", map[string]any{"forbidden": false})
+	if ids := forumIDs(forumInbox(t, tn, a, since0), "threads"); !slices.Contains(ids, "th_5") {
+		t.Fatalf("after the forbid is lifted: %v", ids)
+	}
 	forumRefused(t, tn, "GET", "/api/v1/inbox", "", nil, 401, "unauthenticated")
 }
 

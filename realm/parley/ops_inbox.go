@@ -102,7 +102,7 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 			if err != nil || !ok {
 				return err
 			}
-			if awaits(&t, s.realm, me, in.Extension) && t.Last.Sequence > out.Since && t.Last.At.After(sinceTime) {
+			if awaits(&t, s.realm, me, in.Extension, c.Principal.Human) && t.Last.Sequence > out.Since && t.Last.At.After(sinceTime) {
 				ts = append(ts, &t)
 			}
 			return nil
@@ -139,10 +139,10 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 
 // awaits reports whether a thread awaits a reply from identity of realm
 // (and, when given, its extension): the last act expects a reply, the
-// thread is not locked or set aside, and the last message is not the
-// caller's own.
-func awaits(t *threadRec, realm protocol.Realm, identity, ext string) bool {
-	if !t.Awaiting || t.locked() || protocol.IsSide(t.State.State) {
+// thread is not locked or set aside, a model is not forbidden to reply
+// there, and the last message is not the caller's own.
+func awaits(t *threadRec, realm protocol.Realm, identity, ext string, human bool) bool {
+	if !t.Awaiting || t.locked() || protocol.IsSide(t.State.State) || (t.NoLLM && !human) {
 		return false
 	}
 	if t.Last.Realm != realm || t.Last.Identity != identity {
