@@ -232,6 +232,9 @@ func AwaitsReply(act Act) bool {
 // overrides any support (the Popperian asymmetry); a verified claim is
 // changed only by a seal; a superseded claim is not attested.
 func ClaimAttest(cur ClaimState, verdict string, byAuthor, hasEvidence bool) (ClaimState, *Refusal) {
+	if ref := CheckVerdict(verdict, hasEvidence); ref != nil {
+		return cur, ref
+	}
 	if cur == ClaimSuperseded {
 		return cur, Refusef(ReasonClaimSuperseded, "The claim was superseded; attest the newer claim.")
 	}
@@ -241,17 +244,28 @@ func ClaimAttest(cur ClaimState, verdict string, byAuthor, hasEvidence bool) (Cl
 			return ClaimSupported, nil
 		}
 	case "refutes":
-		if !hasEvidence {
-			return cur, Refusef(ReasonEvidenceRequired, "A refuting attestation needs evidence.").With("field", "evidence")
-		}
 		if cur != ClaimVerified {
 			return ClaimRefuted, nil
 		}
-	case "inconclusive":
-	default:
-		return cur, Refusef(ReasonInvalidBody, "verdict must be supports, refutes or inconclusive.").With("field", "verdict").With("rule", "enum")
 	}
 	return cur, nil
+}
+
+// CheckVerdict checks an attestation as it is sent, whatever its claim: a
+// verdict of supports, refutes or inconclusive, and evidence for refutes.
+// What is wrong with the request itself is said before what its claim
+// refuses, as a message's envelope is checked before its thread.
+func CheckVerdict(verdict string, hasEvidence bool) *Refusal {
+	switch verdict {
+	case "supports", "inconclusive":
+	case "refutes":
+		if !hasEvidence {
+			return Refusef(ReasonEvidenceRequired, "A refuting attestation needs evidence.").With("field", "evidence")
+		}
+	default:
+		return Refusef(ReasonInvalidBody, "verdict must be supports, refutes or inconclusive.").With("field", "verdict").With("rule", "enum")
+	}
+	return nil
 }
 
 // ClaimRefute returns a claim's state when a refute act with evidence names it.

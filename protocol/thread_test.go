@@ -605,6 +605,9 @@ var claimAttestTests = []claimAttestTest{
 	{"support of a superseded claim", ClaimSuperseded, "supports", false, false, ClaimSuperseded, ReasonClaimSuperseded, nil},
 	{"refutation of a superseded claim", ClaimSuperseded, "refutes", false, true, ClaimSuperseded, ReasonClaimSuperseded, nil},
 	{"inconclusive on a superseded claim", ClaimSuperseded, "inconclusive", false, false, ClaimSuperseded, ReasonClaimSuperseded, nil},
+	// What is wrong with the attestation itself is said first.
+	{"refutation without evidence of a superseded claim", ClaimSuperseded, "refutes", false, false, ClaimSuperseded, ReasonEvidenceRequired, nil},
+	{"an unknown verdict on a superseded claim", ClaimSuperseded, "agrees", false, true, ClaimSuperseded, ReasonInvalidBody, verdictEnum},
 
 	// Only the three verdicts.
 	{"no verdict", ClaimUnverified, "", false, false, ClaimUnverified, ReasonInvalidBody, verdictEnum},

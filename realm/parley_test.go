@@ -280,6 +280,65 @@ func TestRefusalParity(t *testing.T) {
 	}
 }
 
+// TestRefusalOrder: when a request fails several checks, what is wrong with
+// the request itself (its body: invalid_body, evidence_required,
+// state_not_settable) is said before what the node finds looking it up
+// (thread_not_found, claim_not_found, llm_reply_forbidden,
+// claim_superseded), over HTTP and MCP alike, as a message's envelope is.
+func TestRefusalOrder(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	b := tn.issue(t, "beta", "write")
+	// th_1 by alpha with claim cl_1, superseded by cl_2; th_2 with AI
+	// replies forbidden (claim cl_3).
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q", "claims": []any{map[string]any{"statement": "s1"}}})
+	tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "refine", "body": "sharper", "relates_to": []string{"cl_1"}, "claims": []any{map[string]any{"statement": "s2"}}})
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "humans only", "claims": []any{map[string]any{"statement": "s3"}}})
+	tn.post(t, tn.operator, "/api/v1/threads/th_2/llm-replies", map[string]any{"forbidden": true})
+	ev := []any{map[string]any{"kind": "note", "value": "v"}}
+
+	cases := []struct {
+		name string
+		parityCase
+	}{
+		// A message: the envelope first (the reference behaviour).
+		{"message: bad kind, no thread", parityCase{"invalid_body", b, "POST", "/api/v1/threads/th_99/messages", "post_threads_id_messages", map[string]any{"id": "th_99", "kind": "shout", "body": "x"}, 400}},
+		{"message: refute without evidence, no claim", parityCase{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_99"}}, 400}},
+		{"message: refute without evidence, superseded claim", parityCase{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_1"}}, 400}},
+		// An attestation: its verdict and evidence first.
+		{"attest: bad verdict, no claim", parityCase{"invalid_body", b, "POST", "/api/v1/claims/cl_99/attest", "post_claims_id_attest", map[string]any{"id": "cl_99", "verdict": "agrees"}, 400}},
+		{"attest: refutes without evidence, no claim", parityCase{"evidence_required", b, "POST", "/api/v1/claims/cl_99/attest", "post_claims_id_attest", map[string]any{"id": "cl_99", "verdict": "refutes"}, 400}},
+		{"attest: bad verdict, AI replies forbidden", parityCase{"invalid_body", b, "POST", "/api/v1/claims/cl_3/attest", "post_claims_id_attest", map[string]any{"id": "cl_3", "verdict": "agrees"}, 400}},
+		{"attest: refutes without evidence, superseded claim", parityCase{"evidence_required", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "refutes"}, 400}},
+		{"attest: refutes with evidence, no claim", parityCase{"claim_not_found", b, "POST", "/api/v1/claims/cl_99/attest", "post_claims_id_attest", map[string]any{"id": "cl_99", "verdict": "refutes", "evidence": ev}, 404}},
+		{"attest: superseded", parityCase{"claim_superseded", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "refutes", "evidence": ev}, 409}},
+	}
+	sessions := map[string]*mcp.ClientSession{}
+	for _, tok := range []string{a, b} {
+		cs, err := tn.mcpSession(t, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		sessions[tok] = cs
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status, out := tn.do(t, tc.method, tc.path, tc.token, tc.args)
+			if status != tc.status || out["reason"] != tc.reason {
+				t.Fatalf("http: %d %v, want %d %s", status, out, tc.status, tc.reason)
+			}
+			res, err := sessions[tc.token].CallTool(context.Background(), &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+			if err != nil {
+				t.Fatalf("mcp: %v", err)
+			}
+			if sc, _ := res.StructuredContent.(map[string]any); !res.IsError || sc["reason"] != tc.reason {
+				t.Fatalf("mcp: isError=%v %v, want %s", res.IsError, sc, tc.reason)
+			}
+		})
+	}
+}
+
 // fieldParityCase is a body refused as invalid_body, and the field and rule
 // the refusal must name over both transports.
 type fieldParityCase struct {

@@ -114,6 +114,9 @@ func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimRe
 	if err := checkNote(in.Note); err != nil {
 		return ClaimResult{}, err
 	}
+	if ref := protocol.CheckVerdict(in.Verdict, len(in.Evidence) > 0); ref != nil {
+		return ClaimResult{}, ref
+	}
 	ext := ""
 	if in.From != nil && in.From.Extension != "" {
 		if ref := protocol.CheckExtension("from.extension", in.From.Extension, l.Extension); ref != nil {
