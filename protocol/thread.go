@@ -167,11 +167,8 @@ func ReopenChange(t ThreadState, s Standing) (*Change, *Refusal) {
 // SideChange sets a side state: deferred, obsolete or rejected (authority).
 // The forward states are not set this way.
 func SideChange(t ThreadState, to State, s Standing) (*Change, *Refusal) {
-	if !slices.Contains(States, to) {
-		return nil, Refusef(ReasonInvalidBody, "state %q is not a thread state: open, answered, decided, closed, deferred, obsolete, rejected.", to).With("field", "state").With("rule", "enum")
-	}
-	if !IsSide(to) {
-		return nil, Refusef(ReasonStateNotSettable, "%q is not set this way: use close, reopen or a message (answer, decide).", to).With("field", "state")
+	if ref := CheckSideState(to); ref != nil {
+		return nil, ref
 	}
 	if !s.authority() {
 		return nil, Refuse(ReasonThreadAuthority)
@@ -191,6 +188,19 @@ func SideChange(t ThreadState, to State, s Standing) (*Change, *Refusal) {
 		before = t.Before
 	}
 	return &Change{To: to, Origin: s.origin(), Confirmed: s.confirms(), Before: before}, nil
+}
+
+// CheckSideState checks the state a side-state request names, whatever its
+// thread: one of the side states. What is wrong with the request itself is
+// said before what its thread refuses.
+func CheckSideState(to State) *Refusal {
+	if !slices.Contains(States, to) {
+		return Refusef(ReasonInvalidBody, "state %q is not a thread state: open, answered, decided, closed, deferred, obsolete, rejected.", to).With("field", "state").With("rule", "enum")
+	}
+	if !IsSide(to) {
+		return Refusef(ReasonStateNotSettable, "%q is not set this way: use close, reopen or a message (answer, decide).", to).With("field", "state")
+	}
+	return nil
 }
 
 // ConfirmChange confirms a model's proposal (human or lock).

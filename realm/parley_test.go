@@ -312,6 +312,11 @@ func TestRefusalOrder(t *testing.T) {
 		{"attest: refutes without evidence, superseded claim", parityCase{"evidence_required", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "refutes"}, 400}},
 		{"attest: refutes with evidence, no claim", parityCase{"claim_not_found", b, "POST", "/api/v1/claims/cl_99/attest", "post_claims_id_attest", map[string]any{"id": "cl_99", "verdict": "refutes", "evidence": ev}, 404}},
 		{"attest: superseded", parityCase{"claim_superseded", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "refutes", "evidence": ev}, 409}},
+		// A side state: the state named first.
+		{"state: not a state, no thread", parityCase{"invalid_body", a, "POST", "/api/v1/threads/th_99/state", "post_threads_id_state", map[string]any{"id": "th_99", "state": "paused"}, 400}},
+		{"state: closed, no thread", parityCase{"state_not_settable", a, "POST", "/api/v1/threads/th_99/state", "post_threads_id_state", map[string]any{"id": "th_99", "state": "closed"}, 400}},
+		{"state: deferred, no thread", parityCase{"thread_not_found", a, "POST", "/api/v1/threads/th_99/state", "post_threads_id_state", map[string]any{"id": "th_99", "state": "deferred"}, 404}},
+		{"state: closed, no authority", parityCase{"state_not_settable", b, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "closed"}, 400}},
 	}
 	sessions := map[string]*mcp.ClientSession{}
 	for _, tok := range []string{a, b} {

@@ -362,6 +362,9 @@ type setStateIn struct {
 }
 
 func (s *Service) setState(ctx context.Context, c *api.Call, in setStateIn) (ThreadResult, error) {
+	if ref := protocol.CheckSideState(in.State); ref != nil {
+		return ThreadResult{}, ref
+	}
 	return s.stateOp("state", func(t *threadRec, st protocol.Standing) (*protocol.Change, *protocol.Refusal) {
 		return protocol.SideChange(t.State, in.State, st)
 	})(ctx, c, noteIn{ID: in.ID, Note: in.Note})
