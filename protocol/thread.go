@@ -96,7 +96,9 @@ func IsSide(s State) bool { return s == StateDeferred || s == StateObsolete || s
 
 // ActChange returns the change an act makes to a thread, or nil when it
 // makes none. answer moves open → answered; decide moves to decided and
-// needs authority. Forward only: an act never moves a thread back.
+// needs authority. Forward only: an act never moves a thread back. The
+// human's or a lock holder's mark of the state a model proposed confirms
+// it.
 func ActChange(t ThreadState, act Act, s Standing) (*Change, *Refusal) {
 	var to State
 	switch act {
@@ -116,7 +118,12 @@ func ActChange(t ThreadState, act Act, s Standing) (*Change, *Refusal) {
 		}
 		return nil, nil
 	}
-	if rank(to) <= rank(t.State) {
+	switch {
+	case rank(to) == rank(t.State) && !t.Confirmed && s.confirms():
+		// The human (or a lock holder) marks what a model proposed: a
+		// state the human sets is confirmed, whoever proposed it first.
+		return &Change{To: to, Origin: s.origin(), Confirmed: true}, nil
+	case rank(to) <= rank(t.State):
 		return nil, nil
 	}
 	return &Change{To: to, Origin: s.origin(), Confirmed: s.confirms()}, nil

@@ -167,7 +167,19 @@ var actChangeTests = []actChangeTest{
 
 	// answer never moves a thread back, nor out of a side state.
 	{"answer on answered", byHuman(StateAnswered, ""), ActAnswer, StandingHuman, nil, ""},
-	{"answer on a proposed answered", proposed(StateAnswered, ""), ActAnswer, StandingHuman, nil, ""},
+	{"a model answers a proposed answered", proposed(StateAnswered, ""), ActAnswer, StandingNone, nil, ""},
+	{"the creator answers a proposed answered", proposed(StateAnswered, ""), ActAnswer, StandingCreator, nil, ""},
+	// The human's (or a lock holder's) same mark confirms a proposal.
+	{"the human answers a proposed answered: confirmed, origin user", proposed(StateAnswered, ""), ActAnswer, StandingHuman,
+		&Change{To: StateAnswered, Origin: OriginUser, Confirmed: true}, ""},
+	{"a lock holder answers a proposed answered: confirmed", proposed(StateAnswered, ""), ActAnswer, StandingLock,
+		&Change{To: StateAnswered, Origin: OriginLLM, Confirmed: true}, ""},
+	{"the human decides a proposed decided: confirmed, origin user", proposed(StateDecided, ""), ActDecide, StandingHuman,
+		&Change{To: StateDecided, Origin: OriginUser, Confirmed: true}, ""},
+	{"a lock holder decides a proposed decided: confirmed", proposed(StateDecided, ""), ActDecide, StandingLock,
+		&Change{To: StateDecided, Origin: OriginLLM, Confirmed: true}, ""},
+	{"the creator decides a proposed decided", proposed(StateDecided, ""), ActDecide, StandingCreator, nil, ""},
+	{"the human answers a proposed decided", proposed(StateDecided, ""), ActAnswer, StandingHuman, nil, ""},
 	{"answer on decided", byHuman(StateDecided, ""), ActAnswer, StandingHuman, nil, ""},
 	{"answer on a proposed close", proposed(StateClosed, StateDecided), ActAnswer, StandingNone, nil, ""},
 	{"answer on a confirmed close", byHuman(StateClosed, StateDecided), ActAnswer, StandingHuman, nil, ""},

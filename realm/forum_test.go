@@ -991,6 +991,53 @@ func TestForumThreadRejectProposal(t *testing.T) {
 	}
 }
 
+// TestForumMarkOverProposal: the human's (or a lock holder's) answer or
+// decide on a thread a model proposed as answered or decided is a mark of
+// the same state, so it is confirmed, as a state the human sets is; a
+// model's same mark leaves the proposal pending.
+func TestForumMarkOverProposal(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	b := tn.issue(t, "beta", "write")
+	lk := tn.issue(t, "moderator", "write", "lock")
+	n := 0
+	for _, tc := range []struct {
+		name    string
+		propose func(id string)
+		by      string
+		kind    string
+		want    threadState
+	}{
+		{"the human answers a proposed answered", func(id string) {
+			tn.post(t, b, "/api/v1/threads/"+id+"/messages", map[string]any{"kind": "answer", "body": "a"})
+		}, tn.operator, "answer", threadState{"answered", "user", false, false, false}},
+		{"the human decides a proposed decided", func(id string) {
+			tn.post(t, a, "/api/v1/threads/"+id+"/messages", map[string]any{"kind": "decide", "body": "d"})
+		}, tn.operator, "decide", threadState{"decided", "user", false, false, false}},
+		{"a lock holder decides a proposed decided", func(id string) {
+			tn.post(t, a, "/api/v1/threads/"+id+"/messages", map[string]any{"kind": "decide", "body": "d"})
+		}, lk, "decide", threadState{"decided", "llm", false, false, false}},
+		{"a model answers a proposed answered", func(id string) {
+			tn.post(t, b, "/api/v1/threads/"+id+"/messages", map[string]any{"kind": "answer", "body": "a"})
+		}, a, "answer", threadState{"answered", "llm", true, false, false}},
+		{"the creator decides its own proposed decided", func(id string) {
+			tn.post(t, a, "/api/v1/threads/"+id+"/messages", map[string]any{"kind": "decide", "body": "d"})
+		}, a, "decide", threadState{"decided", "llm", true, false, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n++
+			id := "th_" + itoa(uint64(n))
+			tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": tc.name})
+			tc.propose(id)
+			out := tn.post(t, tc.by, "/api/v1/threads/"+id+"/messages", map[string]any{"kind": tc.kind, "body": "so it is", "from": map[string]any{"extension": "again"}})
+			if field(out, "thread", "proposal") != tc.want.proposal {
+				t.Fatalf("answer of the post: %v", out["thread"])
+			}
+			tn.checkThread(t, tc.name, id, tc.want)
+		})
+	}
+}
+
 func TestForumThreadPinAndLLMReplies(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	a := tn.issue(t, "alpha", "write")
