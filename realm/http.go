@@ -128,6 +128,16 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 		refuse(ref)
 		return
 	}
+	if op.Surface == api.Parley {
+		// Who may call is said before what is wrong with the body, as
+		// it is before the body's schema (Registry.Invoke): a broken
+		// body without a token is unauthenticated, not invalid_json.
+		if err := api.Authorize(p, op.Access); err != nil {
+			refundRejected(adm, op, err)
+			refuse(err)
+			return
+		}
+	}
 	args, err := n.httpArgs(w, r, op)
 	if err != nil {
 		refundRejected(adm, op, err)

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -339,6 +340,51 @@ func TestRefusalOrder(t *testing.T) {
 			}
 			if sc, _ := res.StructuredContent.(map[string]any); !res.IsError || sc["reason"] != tc.reason {
 				t.Fatalf("mcp: isError=%v %v, want %s", res.IsError, sc, tc.reason)
+			}
+		})
+	}
+}
+
+// TestRefusalOrderCredentialFirst: over HTTP, a write's credential and
+// rights are checked before its body is read as JSON, as they are before
+// its schema: a broken body sent without a token is unauthenticated, with
+// a read-only token token_read_only; only a writer hears invalid_json.
+func TestRefusalOrderCredentialFirst(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	reader := tn.issue(t, "reader")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": "q"})
+	for _, tc := range []struct {
+		name, token, path, reason string
+		status                    int
+	}{
+		{"no token", "", "/api/v1/threads/th_1/messages", "unauthenticated", 401},
+		{"a bad token", "rlt_9_nope", "/api/v1/threads/th_1/messages", "unauthenticated", 401},
+		{"a read-only token", reader, "/api/v1/threads/th_1/messages", "token_read_only", 403},
+		{"a read-only token, a side state", reader, "/api/v1/threads/th_1/state", "token_read_only", 403},
+		{"a writer without pin", a, "/api/v1/threads/th_1/pin", "token_right_missing", 403},
+		{"a writer", a, "/api/v1/threads/th_1/messages", "invalid_json", 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest("POST", tn.srv.URL+tc.path, strings.NewReader(`{"kind":"note","body":`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var out map[string]any
+			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+				t.Fatal(err)
+			}
+			if resp.StatusCode != tc.status || out["reason"] != tc.reason {
+				t.Fatalf("%d %v, want %d %s", resp.StatusCode, out, tc.status, tc.reason)
 			}
 		})
 	}
