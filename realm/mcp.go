@@ -286,6 +286,16 @@ func (n *Node) serveMCP(w http.ResponseWriter, r *http.Request, p *api.Principal
 		writeRPCError(w, http.StatusBadRequest, nil, rpcParseError, "Parse error: the body is not one JSON value.")
 		return
 	}
+	// MCP's transport: a protocol version the server does not support is
+	// 400. The SDK refuses only the versions that sort before its newest,
+	// and takes any later text ("2099-01-01", "x") for that draft's, whose
+	// requests it refuses for a _meta field and whose notifications it
+	// accepts: refused here, whatever the text.
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" && !slices.Contains(mcp.SupportedProtocolVersions(), v) {
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, fmt.Sprintf("Invalid Request: MCP-Protocol-Version %q is not supported; supported versions: %s.",
+			v, strings.Join(mcp.SupportedProtocolVersions(), ", ")))
+		return
+	}
 	// A batch (protocol versions before 2025-06-18) is as many requests
 	// as it holds messages; a refusal in it gives nothing back.
 	batch := bytes.TrimLeft(body, " \t\r\n")[0] == '[' // one JSON value: not empty

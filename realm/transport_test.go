@@ -515,6 +515,42 @@ func TestParleyMCPMethods(t *testing.T) {
 	}
 }
 
+// TestMCPUnsupportedProtocolVersion: an MCP-Protocol-Version the node does
+// not support is 400 with a JSON-RPC error naming the versions it does, for
+// a request, a notification and a response alike, at both endpoints: also
+// one that sorts after every supported version, which the SDK would take
+// for its newest draft's (a notification accepted, a request refused for a
+// missing _meta field).
+func TestMCPUnsupportedProtocolVersion(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := tn.issue(t, "agent", "write")
+	access := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read toastmachine:write")["access_token"].(string)
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"VERSION","io.modelcontextprotocol/clientCapabilities":{}}`
+	for _, version := range []string{"1999-01-01", "2099-01-01", "garbage", "zzz"} {
+		for _, msg := range []string{
+			`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
+			`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{` + meta + `}}`,
+			`{"jsonrpc":"2.0","method":"notifications/initialized","params":{` + meta + `}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{}}`,
+		} {
+			msg = strings.ReplaceAll(msg, "VERSION", version)
+			hdr := map[string]string{"Content-Type": "application/json", "MCP-Protocol-Version": version, "Mcp-Method": "notifications/initialized"}
+			for endpoint, post := range map[string]func() (*http.Response, []byte){
+				"/api/v1/mcp": func() (*http.Response, []byte) { return mcpRequest(t, tn.srv.URL, tok, hdr, msg) },
+				"/mcp":        func() (*http.Response, []byte) { return mcpCallVersion(t, tn.srv.URL, access, version, msg) },
+			} {
+				resp, b := post()
+				var out map[string]any
+				json.Unmarshal(b, &out)
+				e, _ := out["error"].(map[string]any)
+				if resp.StatusCode != 400 || e["code"] != float64(-32600) || !strings.Contains(fmt.Sprint(e["message"]), "2025-06-18") {
+					t.Errorf("%s, version %s, %s: %d %s", endpoint, version, msg, resp.StatusCode, b)
+				}
+			}
+		}
+	}
+}
+
 // TestMCPBatchCounts: a JSON-RPC batch (protocol 2025-03-26) is as many
 // requests as it holds messages for the rate limit, and text after it is
 // refused rather than left to the SDK, which would ignore it.
