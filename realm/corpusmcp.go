@@ -116,6 +116,7 @@ func (n *Node) newCorpusMCPServer() *mcp.Server {
 	}
 	// An unknown tool is the SDK's JSON-RPC error (-32602), as MCP says;
 	// the corpus's seed asks nothing else, unlike the forum's.
+	srv.AddReceivingMiddleware(resourceNotFound())
 	return srv
 }
 

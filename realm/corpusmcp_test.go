@@ -690,6 +690,35 @@ func TestCorpusMCPResources(t *testing.T) {
 	}
 }
 
+// TestMCPResourceNotFound: a resources/read of a URI that names no
+// resource is MCP's "Resource not found" (2025-06-18: -32002, the URI in
+// data), at /mcp whether the template matched or not, and at /api/v1/mcp,
+// which has no resources; not the invalid params the SDK gives.
+func TestMCPResourceNotFound(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	access := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read")["access_token"].(string)
+	tok := tn.issue(t, "agent", "write")
+	read := func(uri string) string {
+		return `{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"` + uri + `"}}`
+	}
+	check := func(where, uri string, b []byte) {
+		t.Helper()
+		var out map[string]any
+		json.Unmarshal(b, &out)
+		if out["id"] != float64(4) || field(out, "error", "code") != float64(-32002) || field(out, "error", "data", "uri") != uri {
+			t.Errorf("%s, %s: %s", where, uri, b)
+		}
+	}
+	for _, uri := range []string{"corpus://messages/nope", "corpus://nope", "corpus://api/v1/tokens", "https://example.org/x"} {
+		for _, version := range []string{"2025-06-18", "2025-03-26", "2025-11-25"} {
+			_, b := mcpCallVersion(t, tn.srv.URL, access, version, read(uri))
+			check("/mcp at "+version, uri, b)
+		}
+		_, b := mcpRequest(t, tn.srv.URL, tok, map[string]string{"Content-Type": "application/json"}, read(uri))
+		check("/api/v1/mcp", uri, b)
+	}
+}
+
 // TestCorpusMCPResourceReadCountsOnce: a resources/read counts against the
 // grant, as the MCP request it is, and not a second time against its
 // address as an anonymous GET: with the address's allowance spent, it is

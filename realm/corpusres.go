@@ -24,8 +24,8 @@ type corpusResource struct {
 }
 
 // codeInsufficientScope is the JSON-RPC error of a resource read whose
-// grant lacks the read scope (the server-defined range; MCP takes -32002
-// for a resource not found).
+// grant lacks the read scope (the server-defined range; MCP takes -32002,
+// codeResourceNotFound, for a resource not found).
 const codeInsufficientScope = -32003
 
 // corpusResourceScheme names the corpus's resources: corpus://<path>.

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"relay/protocol"
@@ -62,7 +63,7 @@ func (n *Node) newMCPServer() *mcp.Server {
 			tools[op.ToolName()] = true
 		}
 	}
-	srv.AddReceivingMiddleware(unknownTool(tools))
+	srv.AddReceivingMiddleware(unknownTool(tools), resourceNotFound())
 	return srv
 }
 
@@ -146,6 +147,36 @@ func unknownTool(tools map[string]bool) mcp.Middleware {
 				}
 			}
 			return next(ctx, method, req)
+		}
+	}
+}
+
+// codeResourceNotFound is MCP's error of a resources/read whose URI names
+// no resource (2025-06-18, server/resources, "Error Handling").
+const codeResourceNotFound = -32002
+
+// resourceNotFoundFrom is the first protocol version whose resources/read
+// of nothing is invalid params (-32602), the code the SDK gives for all.
+const resourceNotFoundFrom = "2026-07-28"
+
+// resourceNotFound gives a resources/read the SDK (or a resource handler,
+// through mcp.ResourceNotFoundError) answered "not found" the code of the
+// protocol version the client speaks: -32002 before resourceNotFoundFrom,
+// and for a client that names none (2025-03-26).
+func resourceNotFound() mcp.Middleware {
+	return func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			res, err := next(ctx, method, req)
+			var rpcErr *jsonrpc.Error
+			if method != "resources/read" || !errors.As(err, &rpcErr) || rpcErr.Code != jsonrpc.CodeInvalidParams || rpcErr.Message != "Resource not found" {
+				return res, err
+			}
+			if extra := req.GetExtra(); extra != nil && extra.Header.Get("Mcp-Protocol-Version") >= resourceNotFoundFrom {
+				return res, err
+			}
+			legacy := *rpcErr
+			legacy.Code = codeResourceNotFound
+			return nil, &legacy
 		}
 	}
 }
