@@ -511,7 +511,7 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 		return
 	}
 	if !rpcIDValid(id) {
-		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: an id is a string or an integer of at most 2^53-1 in magnitude, which is echoed exactly.")
+		writeRPCError(w, http.StatusBadRequest, nil, rpcInvalidRequest, "Invalid Request: an id is a string of text (UTF-8, no lone surrogate escape) or an integer of at most 2^53-1 in magnitude, which is echoed exactly.")
 		return
 	}
 	if r.Method == http.MethodPost && isObject && id != nil && method == nil && !hasResult && !hasError {
@@ -555,10 +555,16 @@ func serveJSONRPC(h http.Handler, w http.ResponseWriter, r *http.Request, body [
 const maxRPCID = 1<<53 - 1
 
 // rpcIDValid reports whether id is one the SDK echoes exactly: MCP allows
-// strings and integers, and a fraction or an integer beyond float64's
-// precision would come back changed, so the client could not match the
-// response to its request. Other kinds of id are the SDK's to refuse.
+// strings and integers, and a fraction, an integer beyond float64's
+// precision or a string that is not text would come back changed, so the
+// client could not match the response to its request. Other kinds of id
+// are the SDK's to refuse.
 func rpcIDValid(id json.RawMessage) bool {
+	if len(id) > 0 && id[0] == '"' {
+		// The SDK decodes bytes that are not UTF-8, and the escape of
+		// half a surrogate pair, to U+FFFD.
+		return api.CheckText(id) == nil
+	}
 	if len(id) == 0 || (id[0] != '-' && (id[0] < '0' || id[0] > '9')) {
 		return true // absent, or not a number
 	}

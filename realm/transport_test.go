@@ -347,6 +347,9 @@ func TestMCPJSONRPCErrors(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1e3,"method":"ping"}`, 400, nil, -32600},
 		{`{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, 400, nil, -32600},
 		{`{"jsonrpc":"2.0","id":-12345678901234567890,"method":"ping"}`, 400, nil, -32600},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"a\xffb\",\"method\":\"ping\"}", 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":"a\ud800b","method":"ping"}`, 400, nil, -32600},
+		{`{"jsonrpc":"2.0","id":"\udc00","method":"ping"}`, 400, nil, -32600},
 		// Params the methods cannot take: invalid params, in plain words.
 		{`{"jsonrpc":"2.0","id":8,"method":"logging/setLevel"}`, 200, float64(8), -32602},
 		{`{"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"loud"}}`, 200, float64(8), -32602},
