@@ -179,9 +179,9 @@ func (e *Envelope) Validate(l ParleyLimits) *Refusal {
 		return err
 	}
 	if e.Kind == ActRefute {
-		if len(e.Refutes) == 0 {
-			return invalid("refutes", "required", "A refute names the claims it refutes in refutes.")
-		}
+		// A refute contradicts, with evidence: the claims it names in
+		// refutes, or without them what it answers (the acts' table; the
+		// envelope's refutes is a MAY).
 		if len(e.Evidence) == 0 {
 			return Refusef(ReasonEvidenceRequired, "A refutation needs evidence.").With("field", "evidence")
 		}

@@ -202,14 +202,14 @@ var validateTests = []validateTest{
 	{"url evidence empty", setEvidence(Evidence{Kind: "url"}),
 		ReasonInvalidBody, fieldRule("evidence[0].value", "format")},
 
-	// refute: refutes and evidence required; refutes only on refute.
+	// refute: evidence required, refutes optional (a refute of what it
+	// answers names no claim); refutes only on refute.
 	{"refute", func(e *Envelope) {
 		e.Kind, e.Refutes, e.Evidence = ActRefute, []string{"cl_1", "2", "ainotes:cl_3", refCIDText}, urlEvidence
 	}, "", nil},
-	{"refute without refutes", func(e *Envelope) { e.Kind, e.Evidence = ActRefute, urlEvidence },
-		ReasonInvalidBody, fieldRule("refutes", "required")},
+	{"refute without refutes", func(e *Envelope) { e.Kind, e.Evidence = ActRefute, urlEvidence }, "", nil},
 	{"refute with neither refutes nor evidence", func(e *Envelope) { e.Kind = ActRefute },
-		ReasonInvalidBody, fieldRule("refutes", "required")},
+		ReasonEvidenceRequired, map[string]any{"field": "evidence"}},
 	{"refute without evidence", func(e *Envelope) { e.Kind, e.Refutes = ActRefute, []string{"cl_1"} },
 		ReasonEvidenceRequired, map[string]any{"field": "evidence"}},
 	{"refute with evidence only in a claim", func(e *Envelope) {

@@ -833,6 +833,23 @@ func TestForumBoardThreadOrder(t *testing.T) {
 // ---------------------------------------------------------------------------
 // 5. Threads: listing, side states, proposals, pins, AI replies, keys.
 
+// TestForumRefuteOfAMessage: a refute contradicts with evidence, naming
+// claims in refutes or, without them, what it answers; it awaits a reply.
+// Without evidence it is evidence_required, whether it names claims or not.
+func TestForumRefuteOfAMessage(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	b := tn.issue(t, "beta", "write")
+	first := tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "note", "body": "the cache is never stale"})
+	parent := field(first, "message", "id")
+	out := tn.post(t, b, "/api/v1/threads/th_1/messages", map[string]any{"kind": "refute", "body": "it is, after a restart",
+		"parent": parent, "evidence": []any{map[string]any{"kind": "log", "value": "stale read at 12:01"}}})
+	if field(out, "message", "kind") != "refute" || field(out, "thread", "awaiting") != true {
+		t.Fatalf("a refute of a message: %v", out)
+	}
+	forumRefused(t, tn, "POST", "/api/v1/threads/th_1/messages", b, map[string]any{"kind": "refute", "body": "no", "parent": parent}, 400, "evidence_required")
+}
+
 func TestForumThreadFilters(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	a := tn.issue(t, "alpha", "write")

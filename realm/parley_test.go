@@ -240,6 +240,7 @@ func TestRefusalParity(t *testing.T) {
 		{"llm_reply_forbidden", b, "POST", "/api/v1/claims/cl_3/attest", "post_claims_id_attest", map[string]any{"id": "cl_3", "verdict": "supports"}, 403},
 		{"llm_reply_forbidden", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_3"}, "evidence": []any{map[string]any{"kind": "note", "value": "v"}}}, 403},
 		{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_2"}}, 400},
+		{"evidence_required", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "refute", "body": "x"}, 400},
 		{"evidence_required", b, "POST", "/api/v1/claims/cl_2/attest", "post_claims_id_attest", map[string]any{"id": "cl_2", "verdict": "refutes"}, 400},
 		{"claim_superseded", b, "POST", "/api/v1/claims/cl_1/attest", "post_claims_id_attest", map[string]any{"id": "cl_1", "verdict": "supports"}, 409},
 		{"image_missing", b, "POST", "/api/v1/threads/th_1/messages", "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "note", "body": "x", "image": map[string]any{}}, 400},
