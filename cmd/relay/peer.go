@@ -35,130 +35,104 @@ func peerCommand() *cli.Command {
 				Usage:     "add a peer by its multiaddr ending in /p2p/<peer id>; it is kept, admitted and dialled",
 				ArgsUsage: "ADDR",
 				Flags:     flags(),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 1)
-					if err != nil {
-						return err
-					}
-					var out realm.PeerOut
-					raw, err := callNode(c, http.MethodPost, "/api/v1/federation/peers", map[string]string{"addr": args[0]}, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
+				Action: operatorCall(1, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodPost, "/api/v1/federation/peers", map[string]string{"addr": args[0]}
+				}, func(c *cli.Context, args []string, out *realm.PeerOut) error {
 					if out.Peer.State == "connected" {
 						fmt.Fprintf(c.App.Writer, "added peer %s (connected)\n", out.Peer.PeerID)
 					} else {
 						fmt.Fprintf(c.App.Writer, "added peer %s (%s); `relay peer list` shows when it connects\n", out.Peer.PeerID, out.Peer.State)
 					}
 					return nil
-				},
+				}),
 			},
 			{
 				Name:  "list",
 				Usage: "list the peers with their connection state",
 				Flags: flags(),
-				Action: func(c *cli.Context) error {
-					if _, err := positional(c, 0); err != nil {
-						return err
-					}
-					var out realm.PeersOut
-					raw, err := callNode(c, http.MethodGet, "/api/v1/federation/peers", nil, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
-					return writePeers(c.App.Writer, out)
-				},
+				Action: operatorCall(0, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodGet, "/api/v1/federation/peers", nil
+				}, func(c *cli.Context, args []string, out *realm.PeersOut) error {
+					return writePeers(c.App.Writer, *out)
+				}),
 			},
 			{
 				Name:      "remove",
 				Usage:     "remove a peer and hang up on it",
 				ArgsUsage: "PEER_ID",
 				Flags:     flags(),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 1)
-					if err != nil {
-						return err
-					}
-					var out realm.DoneOut
-					raw, err := callNode(c, http.MethodDelete, "/api/v1/federation/peers/"+url.PathEscape(args[0]), nil, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
-					fmt.Fprintf(c.App.Writer, "removed peer %s\n", args[0])
-					return nil
-				},
+				Action: operatorCall(1, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodDelete, "/api/v1/federation/peers/" + url.PathEscape(args[0]), nil
+				}, func(c *cli.Context, args []string, out *realm.DoneOut) error {
+					_, err := fmt.Fprintf(c.App.Writer, "removed peer %s\n", args[0])
+					return err
+				}),
 			},
 			{
 				Name:      "block",
 				Usage:     "block a realm: its events are no longer stored, served or relayed",
 				ArgsUsage: "REALM",
 				Flags:     flags(&cli.StringFlag{Name: "reason", Usage: "a note for the record (at most 500 characters)", EnvVars: []string{"RELAY_BLOCK_REASON"}}),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 1)
-					if err != nil {
-						return err
-					}
-					var out realm.BlockOut
-					raw, err := callNode(c, http.MethodPost, "/api/v1/federation/blocks", map[string]string{"realm": args[0], "reason": c.String("reason")}, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
-					fmt.Fprintf(c.App.Writer, "blocked realm %s\n", out.Block.Realm)
-					return nil
-				},
+				Action: operatorCall(1, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodPost, "/api/v1/federation/blocks", map[string]string{"realm": args[0], "reason": c.String("reason")}
+				}, func(c *cli.Context, args []string, out *realm.BlockOut) error {
+					_, err := fmt.Fprintf(c.App.Writer, "blocked realm %s\n", out.Block.Realm)
+					return err
+				}),
 			},
 			{
 				Name:      "unblock",
 				Usage:     "unblock a realm (and lift a quarantine); sync resumes",
 				ArgsUsage: "REALM",
 				Flags:     flags(),
-				Action: func(c *cli.Context) error {
-					args, err := positional(c, 1)
-					if err != nil {
-						return err
-					}
-					var out realm.DoneOut
-					raw, err := callNode(c, http.MethodDelete, "/api/v1/federation/blocks/"+url.PathEscape(args[0]), nil, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
-					fmt.Fprintf(c.App.Writer, "unblocked realm %s\n", args[0])
-					return nil
-				},
+				Action: operatorCall(1, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodDelete, "/api/v1/federation/blocks/" + url.PathEscape(args[0]), nil
+				}, func(c *cli.Context, args []string, out *realm.DoneOut) error {
+					_, err := fmt.Fprintf(c.App.Writer, "unblocked realm %s\n", args[0])
+					return err
+				}),
 			},
 			{
 				Name:  "realms",
 				Usage: "list every realm held or known: head, lag, block and quarantine",
 				Flags: flags(),
-				Action: func(c *cli.Context) error {
-					if _, err := positional(c, 0); err != nil {
-						return err
-					}
-					var out realm.RealmsOut
-					raw, err := callNode(c, http.MethodGet, "/api/v1/federation/realms", nil, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
-					return writeRealms(c.App.Writer, out)
-				},
+				Action: operatorCall(0, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodGet, "/api/v1/federation/realms", nil
+				}, func(c *cli.Context, args []string, out *realm.RealmsOut) error {
+					return writeRealms(c.App.Writer, *out)
+				}),
 			},
 			{
 				Name:  "status",
 				Usage: "the federation at a glance: addresses to give out, counters, conflicts, blocks",
 				Flags: flags(),
-				Action: func(c *cli.Context) error {
-					if _, err := positional(c, 0); err != nil {
-						return err
-					}
-					var out realm.FederationOut
-					raw, err := callNode(c, http.MethodGet, "/api/v1/federation", nil, &out)
-					if err != nil || c.Bool("json") {
-						return writeRaw(c, raw, err)
-					}
-					return writeStatus(c.App.Writer, out)
-				},
+				Action: operatorCall(0, func(c *cli.Context, args []string) (string, string, any) {
+					return http.MethodGet, "/api/v1/federation", nil
+				}, func(c *cli.Context, args []string, out *realm.FederationOut) error {
+					return writeStatus(c.App.Writer, *out)
+				}),
 			},
 		},
+	}
+}
+
+// operatorCall is the action of a subcommand that calls the running node's
+// operator API: it takes exactly n arguments, sends the request call makes
+// of them, and prints the answer, as the node gave it with --json, else by
+// show.
+func operatorCall[T any](n int, call func(c *cli.Context, args []string) (method, path string, body any), show func(c *cli.Context, args []string, out *T) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		args, err := positional(c, n)
+		if err != nil {
+			return err
+		}
+		method, path, body := call(c, args)
+		var out T
+		raw, err := callNode(c, method, path, body, &out)
+		if err != nil || c.Bool("json") {
+			return writeRaw(c, raw, err)
+		}
+		return show(c, args, &out)
 	}
 }
 
