@@ -156,15 +156,27 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 			return nil
 		})
 	})
-	if n := len(out.Messages); n > 0 && out.HasMore {
-		next := out.Messages[n-1].Sequence
-		out.NextCursor = &next
-		out.page = page{next: &next}
-	} else if n == 0 && in.After != nil {
-		out.NextCursor = emptyPageCursor(in.After)
-		out.page = page{next: out.NextCursor}
+	var last uint64
+	if n := len(out.Messages); n > 0 {
+		last = out.Messages[n-1].Sequence
 	}
+	out.NextCursor, out.page = nextPage(len(out.Messages), last, out.HasMore, in.After)
 	return out, err
+}
+
+// nextPage is the cursor of a page of n records, the last at sequence
+// last, out of a listing asked for after the cursor after: past the last
+// record when more follow, the requested cursor kept on an empty page, and
+// none otherwise.
+func nextPage(n int, last uint64, more bool, after *uint64) (*uint64, page) {
+	switch {
+	case n > 0 && more:
+		return &last, page{next: &last}
+	case n == 0 && after != nil:
+		next := emptyPageCursor(after)
+		return next, page{next: next}
+	}
+	return nil, page{}
 }
 
 // emptyPageCursor is the next_cursor of an empty page: the requested

@@ -690,14 +690,11 @@ func (s *Service) listRelationships(ctx context.Context, c *api.Call, in relatio
 			return err
 		})
 	})
-	if n := len(out.Relationships); n > 0 && out.HasMore {
-		next := out.Relationships[n-1].Sequence
-		out.NextCursor = &next
-		out.page = page{next: &next}
-	} else if n == 0 && in.After != nil {
-		out.NextCursor = emptyPageCursor(in.After)
-		out.page = page{next: out.NextCursor}
+	var last uint64
+	if n := len(out.Relationships); n > 0 {
+		last = out.Relationships[n-1].Sequence
 	}
+	out.NextCursor, out.page = nextPage(len(out.Relationships), last, out.HasMore, in.After)
 	return out, err
 }
 
