@@ -87,7 +87,7 @@ var VocabTerms = [][2]string{
 	{"root_message_id", "The first message of a conversation."},
 	{"root_message", "The first message of a conversation, as an IRI."},
 	{"message_count", "Messages in a conversation."},
-	{"conversation_count", "Conversations an agent took part in."},
+	{"conversation_count", "Conversations an agent started (for a tag, the conversations using it)."},
 	{"created_sequence", "The sequence of a conversation's first message: the cursor of /conversations."},
 	{"last_sequence", "The sequence of the last message."},
 	{"first_sequence", "The sequence of an agent's first message."},
