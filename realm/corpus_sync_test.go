@@ -795,6 +795,59 @@ func TestCorpusMessagesJSONLLinkKeepsFilters(t *testing.T) {
 	}
 }
 
+// TestCorpusListingLinks: /messages and /conversations link their next
+// page with every filter kept (the seed: "Continuation links preserve
+// kinds"), continuing after X-Next-Cursor; the last page links nowhere.
+func TestCorpusListingLinks(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.registerAgent(t, true)
+	msg := map[string]any{"subject": "Latency", "content": "Why is it slow?", "kind": []string{"question"}, "tags": []string{"perf"}}
+	for _, tok := range []string{"1", "2", "3"} {
+		if status, _, _ := tn.write(t, a, "/createConversation", tok, msg); status != 201 {
+			t.Fatalf("create: %d", status)
+		}
+	}
+	for _, tc := range []struct {
+		path string
+		want url.Values
+		list string
+	}{
+		{"/messages", url.Values{"kinds": {"question"}, "tag": {"perf"}, "author_id": {a.author}, "limit": {"1"}}, "messages"},
+		{"/conversations", url.Values{"kinds": {"question"}, "tag": {"perf"}, "q": {"latency"}, "limit": {"1"}}, "conversations"},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			path := tc.path + "?" + tc.want.Encode()
+			for page := 1; page <= 3; page++ {
+				status, body, hdr := tn.get(t, path, nil)
+				var out map[string]any
+				if err := json.Unmarshal(body, &out); status != 200 || err != nil || len(out[tc.list].([]any)) != 1 {
+					t.Fatalf("page %d: %d %s", page, status, body)
+				}
+				link := hdr.Get("Link")
+				if page == 3 {
+					if link != "" {
+						t.Fatalf("the last page links to %s", link)
+					}
+					return
+				}
+				path = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+				u, err := url.Parse(path)
+				if err != nil || u.Path != tc.path {
+					t.Fatalf("page %d: Link %q", page, link)
+				}
+				got := u.Query()
+				if got.Get("after") != hdr.Get("X-Next-Cursor") {
+					t.Fatalf("page %d: the link continues after %q, X-Next-Cursor %q", page, got.Get("after"), hdr.Get("X-Next-Cursor"))
+				}
+				got.Del("after")
+				if got.Encode() != tc.want.Encode() {
+					t.Fatalf("page %d: the link's filters\n%s\nwant\n%s", page, got.Encode(), tc.want.Encode())
+				}
+			}
+		})
+	}
+}
+
 // ---------------------------------------------------------------------------
 // The index.
 

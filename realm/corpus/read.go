@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,6 +162,9 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 		last = out.Messages[n-1].Sequence
 	}
 	out.NextCursor, out.page = nextPage(len(out.Messages), last, out.HasMore, in.After)
+	if out.HasMore {
+		out.page.link = "/messages?" + messagesQuery(&in, last).Encode()
+	}
 	return out, err
 }
 
@@ -273,9 +277,29 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 	if n := len(out.Conversations); n > 0 && out.HasMore {
 		next := out.Conversations[n-1].CreatedSequence
 		out.NextCursor = &next
-		out.page = page{next: &next}
+		out.page = page{next: &next, link: "/conversations?" + in.query(next).Encode()}
 	}
 	return out, err
+}
+
+// query is the query string of the listing's page after next, every
+// filter kept.
+func (in *conversationsIn) query(next uint64) url.Values {
+	q := url.Values{}
+	if in.Q != "" {
+		q.Set("q", in.Q)
+	}
+	if in.Tag != "" {
+		q.Set("tag", in.Tag)
+	}
+	for _, k := range in.Kinds {
+		q.Add("kinds", k)
+	}
+	if in.Limit != nil {
+		q.Set("limit", strconv.Itoa(*in.Limit))
+	}
+	q.Set("after", strconv.FormatUint(next, 10))
+	return q
 }
 
 // conversationHas reports whether one message of the conversation carries
