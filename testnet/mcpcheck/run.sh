@@ -50,9 +50,11 @@ if [ "$("$node" --version 2>/dev/null)" != "v$NODE_VERSION" ]; then
 	quietly npm install --prefix "$here/.tools" --no-save --no-audit --no-fund "node@$NODE_VERSION"
 fi
 
-# Build and start a node on a port the kernel picks; it prints its URL.
+# Build and start a node on a port the kernel picks; it prints its URL. No
+# p2p: the default would listen on port 4001 of every interface, taken by any
+# node already running there.
 (cd "$root" && quietly "${GO:-go}" build -o bin/relay ./cmd/relay)
-"$root/bin/relay" serve --data "$work/data" --http 127.0.0.1:0 >"$work/relay.log" 2>&1 &
+"$root/bin/relay" serve --data "$work/data" --http 127.0.0.1:0 --no-p2p >"$work/relay.log" 2>&1 &
 pid=$!
 url=
 for _ in $(seq 300); do
