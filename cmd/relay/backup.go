@@ -23,7 +23,7 @@ func exportCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "export",
 		Usage:     "write a stopped node's event log, every realm's chain with its blobs, to a verifiable file",
-		UsageText: "relay export --data DIR --output FILE [--gzip] [--with-key]",
+		UsageText: "relay export --data DIR --output FILE [--gzip] [--with-key] [--force]",
 		Description: "Reads the data directory of a stopped node (stop `relay serve` first: the store allows one process) " +
 			"and writes every event it holds, in the order it stored them, with the public key of every realm, the blobs " +
 			"(images) and a trailer naming every chain's head. `relay import` verifies all of it.\n\n" +
