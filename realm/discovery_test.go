@@ -401,4 +401,36 @@ func TestOpenAPI(t *testing.T) {
 	t.Logf("openapi-spec-validator: %s", bytes.TrimSpace(out))
 }
 
+// openAPIOf is the node's /openapi.json, decoded.
+func openAPIOf(t *testing.T, tn *testNode) map[string]any {
+	t.Helper()
+	status, body, _ := tn.send(t, "GET", "/openapi.json", nil)
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); status != 200 || err != nil {
+		t.Fatalf("openapi.json: %d %v", status, err)
+	}
+	return doc
+}
+
+// TestOpenAPIHeaders: a header the node sends with an answer is one the
+// document names for that answer: the MCP endpoints' 401 challenge.
+func TestOpenAPIHeaders(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	paths := openAPIOf(t, tn)["paths"].(map[string]any)
+	documented := func(path, method, status, header string) bool {
+		h, _ := field(paths[path].(map[string]any), method, "responses", status, "headers", header).(map[string]any)
+		return h != nil
+	}
+	for _, path := range []string{"/api/v1/mcp", "/mcp"} {
+		st, _, hdr := tn.sendBody(t, "POST", path, http.Header{"Content-Type": {mediaJSON}, "Accept": {"application/json, text/event-stream"}},
+			`{"jsonrpc":"2.0","id":1,"method":"ping"}`)
+		if st != 401 || hdr.Get("WWW-Authenticate") == "" {
+			t.Fatalf("POST %s without a token: %d, WWW-Authenticate %q", path, st, hdr.Get("WWW-Authenticate"))
+		}
+		if !documented(path, "post", "401", "WWW-Authenticate") {
+			t.Errorf("POST %s: the 401 sends WWW-Authenticate, which the document does not name", path)
+		}
+	}
+}
+
 func asSlice(v any) []any { s, _ := v.([]any); return s }

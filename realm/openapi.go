@@ -307,7 +307,8 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 				"202": oaObject{"description": "a notification or response was accepted"},
 				"400": oaObject{"description": "not a JSON-RPC message, or headers the transport refuses: a JSON-RPC error with id null",
 					"content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}}},
-				"401":     oaObject{"description": "a credential is needed", "content": refusal},
+				"401": oaObject{"description": "a credential is needed", "content": refusal,
+					"headers": oaObject{"WWW-Authenticate": headerObj("the challenge: where and how to get a credential")}},
 				"default": refusalResponse(refusal),
 			}}
 	}
