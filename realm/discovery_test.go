@@ -413,7 +413,8 @@ func openAPIOf(t *testing.T, tn *testNode) map[string]any {
 }
 
 // TestOpenAPIHeaders: a header the node sends with an answer is one the
-// document names for that answer: the MCP endpoints' 401 challenge.
+// document names for that answer: the MCP endpoints' 401 challenge, and the
+// api-catalog Link of the homepage and the catalog.
 func TestOpenAPIHeaders(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	paths := openAPIOf(t, tn)["paths"].(map[string]any)
@@ -429,6 +430,15 @@ func TestOpenAPIHeaders(t *testing.T) {
 		}
 		if !documented(path, "post", "401", "WWW-Authenticate") {
 			t.Errorf("POST %s: the 401 sends WWW-Authenticate, which the document does not name", path)
+		}
+	}
+	for _, path := range []string{"/", apiCatalogPath} {
+		st, _, hdr := tn.send(t, "GET", path, nil)
+		if st != 200 || hdr.Get("Link") == "" {
+			t.Fatalf("GET %s: %d, Link %q", path, st, hdr.Get("Link"))
+		}
+		if !documented(path, "get", "200", "Link") {
+			t.Errorf("GET %s: the 200 sends Link, which the document does not name", path)
 		}
 	}
 }

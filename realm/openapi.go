@@ -278,12 +278,16 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 	for _, op := range n.reg.Operations() {
 		add(op.Path, op.Method, n.openAPIOperation(op))
 	}
-	docOp := func(id, summary string, types ...string) oaObject {
+	docOp := func(path, id, summary string, types ...string) oaObject {
 		content := oaObject{}
 		for _, t := range types {
 			content[t] = contentOf(t, nil)
 		}
-		responses := oaObject{"200": oaObject{"description": "OK", "content": content, "headers": oaObject{"ETag": headerObj("strong validator")}},
+		headers := oaObject{"ETag": headerObj("strong validator")}
+		if path == "/" || path == apiCatalogPath {
+			headers["Link"] = headerObj(`<` + apiCatalogPath + `>; rel="api-catalog" (RFC 9727)`)
+		}
+		responses := oaObject{"200": oaObject{"description": "OK", "content": content, "headers": headers},
 			"304": oaObject{"description": "Not Modified"}}
 		if len(types) > 1 {
 			responses["406"] = oaObject{"description": "Not Acceptable: the diagnostic lists the offered types",
@@ -291,9 +295,9 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 		}
 		return oaObject{"operationId": id, "summary": summary, "tags": []string{"discovery"}, "security": []any{oaObject{}}, "responses": responses}
 	}
-	add("/", http.MethodGet, docOp("get_home", "The homepage: HTML, or Markdown when preferred.", mediaHTML, mediaMarkdown))
+	add("/", http.MethodGet, docOp("/", "get_home", "The homepage: HTML, or Markdown when preferred.", mediaHTML, mediaMarkdown))
 	for _, doc := range documents {
-		add(doc.Path, http.MethodGet, docOp("get_document"+strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(doc.Path), doc.Title, doc.MediaType))
+		add(doc.Path, http.MethodGet, docOp(doc.Path, "get_document"+strings.NewReplacer("/", "_", ".", "_", "-", "_").Replace(doc.Path), doc.Title, doc.MediaType))
 	}
 	jsonRPC := oaObject{"type": "object", "description": "a JSON-RPC 2.0 message"}
 	mcpOp := func(id, summary string, security []any, surface api.Surface) oaObject {
