@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -440,6 +441,37 @@ func TestOpenAPIHeaders(t *testing.T) {
 		if !documented(path, "get", "200", "Link") {
 			t.Errorf("GET %s: the 200 sends Link, which the document does not name", path)
 		}
+	}
+}
+
+// TestOpenAPIQuery: a query parameter's schema admits what the query string
+// can carry and the node takes: no null (a query string has none: ?limit=null
+// is the text "null", refused), and an empty value where the node takes it
+// for no value (?board= lists every board's threads).
+func TestOpenAPIQuery(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for path, item := range openAPIOf(t, tn)["paths"].(map[string]any) {
+		for method, o := range item.(map[string]any) {
+			for _, p := range asSlice(o.(map[string]any)["parameters"]) {
+				pm := p.(map[string]any)
+				if pm["in"] != "query" {
+					continue
+				}
+				s := pm["schema"].(map[string]any)
+				if slices.Contains(asSlice(s["type"]), any("null")) {
+					t.Errorf("%s %s: query parameter %s admits null: %v", method, path, pm["name"], s["type"])
+				}
+				if s["minLength"] != nil {
+					t.Errorf("%s %s: query parameter %s refuses the empty value the node takes: %v", method, path, pm["name"], s)
+				}
+			}
+		}
+	}
+	if st, body, _ := tn.send(t, "GET", "/api/v1/threads?board=", nil); st != 200 {
+		t.Errorf("GET /api/v1/threads?board=: %d %s", st, body)
+	}
+	if st, _, _ := tn.send(t, "GET", "/messages?limit=null", nil); st != 400 {
+		t.Errorf("GET /messages?limit=null: %d", st)
 	}
 }
 

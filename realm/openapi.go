@@ -52,11 +52,33 @@ func operationParams(op *api.Operation) []opParam {
 	if op.Method == http.MethodGet && op.Input != nil {
 		for _, name := range slices.Sorted(maps.Keys(op.Input.Properties)) {
 			if !taken[name] {
-				out = append(out, opParam{Name: name, In: "query", Required: requiredIn(op.Input, name), Schema: op.Input.Properties[name]})
+				out = append(out, opParam{Name: name, In: "query", Required: requiredIn(op.Input, name), Schema: querySchema(op.Input.Properties[name])})
 			}
 		}
 	}
 	return out
+}
+
+// querySchema is an input property's schema as a query parameter, which
+// carries text: never null (?limit=null is the text "null", refused), so a
+// nullable property is documented without null; and an empty value is no
+// value where the property wants at least one character (httpArgs drops
+// ?board=), so that least length is not the parameter's.
+func querySchema(s *jsonschema.Schema) *jsonschema.Schema {
+	if s == nil {
+		return s
+	}
+	q := *s
+	if slices.Contains(q.Types, "null") {
+		q.Types = slices.DeleteFunc(slices.Clone(q.Types), func(t string) bool { return t == "null" })
+		if len(q.Types) == 1 {
+			q.Type, q.Types = q.Types[0], nil
+		}
+	}
+	if q.MinLength != nil && *q.MinLength <= 1 {
+		q.MinLength = nil
+	}
+	return &q
 }
 
 func schemaOr(s *jsonschema.Schema) *jsonschema.Schema {
