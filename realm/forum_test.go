@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/png"
@@ -21,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"slices"
@@ -30,6 +32,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"relay/protocol"
 )
 
 // forumRefused sends a request that must be refused with status and reason,
@@ -1699,4 +1703,68 @@ func TestForumTextsRefuseControlCharacters(t *testing.T) {
 	}
 	// Newlines and tabs are text.
 	tn.post(t, a, "/api/v1/boards", map[string]any{"slug": "b2", "name": "two", "description": "line\n\tand more"})
+}
+
+// TestForumClosedSets: the speech acts and thread states are enums of the
+// operations' inputs, in the OpenAPI document and in tools/list, and a
+// word outside them is refused in their words on both transports; an empty
+// ?state= is no filter, as before.
+func TestForumClosedSets(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	acts := make([]any, len(protocol.Acts))
+	for i, act := range protocol.Acts {
+		acts[i] = string(act)
+	}
+	states := []any{""}
+	for _, st := range protocol.States {
+		states = append(states, string(st))
+	}
+
+	doc := forumGet(t, tn, "/openapi.json", "")
+	post := field(doc, "paths", "/api/v1/threads/{id}/messages", "post", "requestBody", "content", "application/json", "schema", "properties", "kind", "enum")
+	if !reflect.DeepEqual(post, acts) {
+		t.Errorf("the OpenAPI kind: %v", post)
+	}
+	params, _ := field(doc, "paths", "/api/v1/threads", "get", "parameters").([]any)
+	var stateEnum any
+	for _, p := range params {
+		if p := p.(map[string]any); p["name"] == "state" {
+			stateEnum = field(p, "schema", "enum")
+		}
+	}
+	if !reflect.DeepEqual(stateEnum, states) {
+		t.Errorf("the OpenAPI state filter: %v", stateEnum)
+	}
+
+	cs := forumSession(t, tn, a)
+	tools, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range tools.Tools {
+		if tool.Name != "post_threads_id_messages" {
+			continue
+		}
+		b, _ := json.Marshal(tool.InputSchema)
+		var schema map[string]any
+		json.Unmarshal(b, &schema)
+		if got := field(schema, "properties", "kind", "enum"); !reflect.DeepEqual(got, acts) {
+			t.Errorf("tools/list kind: %v", got)
+		}
+	}
+
+	tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "note", "body": "x"})
+	out := forumRefused(t, tn, "POST", "/api/v1/threads/th_1/messages", a, map[string]any{"kind": "question", "body": "x"}, 400, "invalid_body")
+	if field(out, "details", "field") != "kind" || field(out, "details", "rule") != "enum" {
+		t.Errorf("over HTTP: %v", out)
+	}
+	r, isErr := forumCall(t, cs, "post_threads_id_messages", map[string]any{"id": "th_1", "kind": "question", "body": "x"})
+	if !isErr || r["reason"] != "invalid_body" || field(r, "details", "field") != "kind" || field(r, "details", "rule") != "enum" {
+		t.Errorf("over MCP: %v", r)
+	}
+	forumRefused(t, tn, "GET", "/api/v1/threads?state=paused", a, nil, 400, "invalid_body")
+	if ids := forumIDs(forumGet(t, tn, "/api/v1/threads?state=", a), "threads"); len(ids) != 1 {
+		t.Errorf("?state= lists %v", ids)
+	}
 }

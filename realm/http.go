@@ -264,8 +264,8 @@ func (n *Node) httpArgs(w http.ResponseWriter, r *http.Request, op *api.Operatio
 			if prop == nil {
 				continue // unknown query parameters are ignored, as caches and proxies add them
 			}
-			if !slices.ContainsFunc(vals, func(v string) bool { return v != "" }) && prop.MinLength != nil {
-				continue // ?board= is no board, not an empty one
+			if !slices.ContainsFunc(vals, func(v string) bool { return v != "" }) && (prop.MinLength != nil || len(prop.Enum) > 0) {
+				continue // ?board= is no board, not an empty one; ?state= no state
 			}
 			if slices.ContainsFunc(vals, func(v string) bool { return !utf8.ValidString(v) }) {
 				return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The query parameter %q is not UTF-8 text.", name).With("field", name)

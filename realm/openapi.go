@@ -52,7 +52,8 @@ func operationParams(op *api.Operation) []opParam {
 	if op.Method == http.MethodGet && op.Input != nil {
 		for _, name := range slices.Sorted(maps.Keys(op.Input.Properties)) {
 			if !taken[name] {
-				out = append(out, opParam{Name: name, In: "query", Required: requiredIn(op.Input, name), Schema: querySchema(op.Input.Properties[name])})
+				required := requiredIn(op.Input, name)
+				out = append(out, opParam{Name: name, In: "query", Required: required, Schema: querySchema(op.Input.Properties[name], required)})
 			}
 		}
 	}
@@ -63,8 +64,9 @@ func operationParams(op *api.Operation) []opParam {
 // carries text: never null (?limit=null is the text "null", refused), so a
 // nullable property is documented without null; and an empty value is no
 // value where the property wants at least one character (httpArgs drops
-// ?board=), so that least length is not the parameter's.
-func querySchema(s *jsonschema.Schema) *jsonschema.Schema {
+// ?board=), so that least length is not the parameter's, and an optional
+// parameter of a closed set (?state=) admits it too.
+func querySchema(s *jsonschema.Schema, required bool) *jsonschema.Schema {
 	if s == nil {
 		return s
 	}
@@ -77,6 +79,9 @@ func querySchema(s *jsonschema.Schema) *jsonschema.Schema {
 	}
 	if q.MinLength != nil && *q.MinLength <= 1 {
 		q.MinLength = nil
+	}
+	if len(q.Enum) > 0 && !required && !slices.Contains(q.Enum, any("")) {
+		q.Enum = append([]any{""}, q.Enum...)
 	}
 	return &q
 }

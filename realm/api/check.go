@@ -11,7 +11,7 @@ import (
 // A shape is an input schema compiled for the registry's own check of
 // decoded arguments. It knows the keywords the operations' schemas use —
 // type, properties, required, additionalProperties, items, the bounds of
-// a number, a string's least length — and nothing
+// a number, a string's least length, an enum of strings — and nothing
 // else: a schema with any other keyword that validation reads compiles to
 // no shape, and its operation keeps the validator alone.
 //
@@ -31,6 +31,8 @@ type shape struct {
 	min, max, exclusiveMin, exclusiveMax *float64
 	// minLength is a string's least length in code points; 0: none.
 	minLength int
+	// enum, when set, holds the only strings admitted (and no other value).
+	enum map[string]bool
 	// required are the properties an object must have (null counts);
 	// requiredBit numbers them for the scan of raw arguments, up to 64.
 	required    []string
@@ -73,6 +75,7 @@ func compileShape(s *jsonschema.Schema) *shape {
 	rest.Properties, rest.Required, rest.AdditionalProperties, rest.Items = nil, nil, nil, nil
 	rest.Minimum, rest.Maximum, rest.ExclusiveMinimum, rest.ExclusiveMaximum = nil, nil, nil, nil
 	rest.MinLength = nil
+	rest.Enum = nil
 	if !reflect.ValueOf(rest).IsZero() {
 		return nil
 	}
@@ -84,6 +87,16 @@ func compileShape(s *jsonschema.Schema) *shape {
 	sh := &shape{required: s.Required, min: s.Minimum, max: s.Maximum, exclusiveMin: s.ExclusiveMinimum, exclusiveMax: s.ExclusiveMaximum}
 	if s.MinLength != nil {
 		sh.minLength = max(*s.MinLength, 0)
+	}
+	if len(s.Enum) > 0 {
+		sh.enum = make(map[string]bool, len(s.Enum))
+		for _, e := range s.Enum {
+			str, ok := e.(string)
+			if !ok {
+				return nil // an enum of other values: the validator's
+			}
+			sh.enum[str] = true
+		}
 	}
 	if len(s.Required) > 64 {
 		return nil
@@ -146,6 +159,11 @@ func isFalse(s *jsonschema.Schema) bool { return s.Not != nil && reflect.ValueOf
 func (sh *shape) admits(v any) bool {
 	if sh.typed && typeOf(v)&sh.types == 0 {
 		return false
+	}
+	if sh.enum != nil {
+		if x, ok := v.(string); !ok || !sh.enum[x] {
+			return false
+		}
 	}
 	switch x := v.(type) {
 	case float64:

@@ -26,6 +26,9 @@ var shapeSchemas = []string{
 	`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string"}}}}`,
 	`{"type":"object","properties":{"a":{"type":"array","items":true}}}`,
 	`{"type":"object","properties":{"a":true,"b":{}},"required":["a","b"]}`,
+	`{"type":"object","properties":{"a":{"type":"string","enum":["s","ab","é"]}}}`,
+	`{"type":"object","properties":{"a":{"type":"array","items":{"type":"string","enum":["s","st"]}}}}`,
+	`{"type":"object","properties":{"a":{"type":["string","null"],"enum":["s"]}}}`,
 	`{"type":"object","properties":{"a":{}},"additionalProperties":false}`,
 	`{"type":"object","properties":{"a":{}},"additionalProperties":{"type":"boolean"}}`,
 	`{"type":"object","additionalProperties":{"not":{},"type":"string"}}`,
@@ -73,6 +76,7 @@ var shapeInstances = []string{
 	`{"b":1}`, `{"a":1,"b":null}`, `{"b":true}`, `{"o":{}}`, `{"o":{"x":"s"}}`, `{"o":{"x":"s","y":1}}`, `{"o":null}`,
 	`{"a":1,"a":"s"}`, `{"a":"s","a":1}`, `{"o":{"x":1},"o":{"x":"s"}}`,
 	`{"a":""}`, `{"a":"é"}`, `{"a":"\u00e9"}`, `{"a":"\n"}`, `{"a":"ab"}`, `{"a":["", "s", "st"]}`, `{"a":["st","\u0000x"]}`, `{"a":"","a":"s"}`,
+	`{"a":"\u0073"}`, `{"a":["s","st"]}`, `{"a":["s","x"]}`, `{"a":"S"}`, `{"a":"s "}`,
 }
 
 func resolveSchema(t testing.TB, src string) (*jsonschema.Schema, *jsonschema.Resolved) {

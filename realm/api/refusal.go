@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"reflect"
@@ -34,6 +35,27 @@ func schemaRefusal(s *jsonschema.Schema, args any, err error) *protocol.Refusal 
 	return protocol.Refusef(protocol.ReasonInvalidBody, "%s", err.Error()).With("rule", "schema")
 }
 
+// jsonText is v written as JSON, for a refusal.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
+
+// enumText lists an enum's values for a refusal: a, b or c.
+func enumText(values []any) string {
+	words := make([]string, len(values))
+	for i, v := range values {
+		words[i] = fmt.Sprint(v)
+	}
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
 // violation is the first rule of s that v, at path, breaks; nil if none the
 // walk knows. Its order is fixed, whatever the order of a map: as the
 // validator, a value's type first, then its bounds, then its items in
@@ -50,6 +72,9 @@ func violation(s *jsonschema.Schema, v any, path string) *protocol.Refusal {
 			want = strings.Join(s.Types, " or ")
 		}
 		return invalidField(path, "type", "Field %q must be of type %s, not %s.", path, want, TypeName(v))
+	}
+	if len(s.Enum) > 0 && !slices.ContainsFunc(s.Enum, func(e any) bool { return reflect.DeepEqual(e, v) }) {
+		return invalidField(path, "enum", "Field %q is one of %s; %s is none of them.", path, enumText(s.Enum), jsonText(v))
 	}
 	switch x := v.(type) {
 	case float64:

@@ -183,8 +183,8 @@ type NoInput struct{}
 // Handler adapts a typed function to Operation.Handle and derives the input
 // and output schemas from In and Out.
 func Handler[In, Out any](f func(ctx context.Context, c *Call, in In) (Out, error)) (func(context.Context, *Call) (any, error), *jsonschema.Schema, *jsonschema.Schema) {
-	in := mustSchema[In]()
-	out := mustSchema[Out]()
+	in := mustSchema[In](inputSchemaOptions)
+	out := mustSchema[Out](schemaOptions)
 	bind := (*Call).Bind
 	if !reachesInterface(reflect.TypeFor[In](), map[reflect.Type]bool{}) {
 		bind = (*Call).bindPlain
@@ -208,8 +208,29 @@ func Define[In, Out any](key, method, path, purpose string, access Access, f fun
 // an array of bytes, to any JSON value: a raw field carries JSON as it is.
 var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{reflect.TypeFor[json.RawMessage](): {}}}
 
-func mustSchema[T any]() *jsonschema.Schema {
-	s, err := jsonschema.For[T](schemaOptions)
+// inputSchemaOptions are schemaOptions for an operation's input, which
+// also name the values the protocol's closed sets of words take there: a
+// speech act, a thread state. So HTTP clients (the OpenAPI document) and
+// MCP clients (tools/list) see them; the handlers refuse any other. An
+// output's schema does not list them: a record is what the node stored,
+// and a later revision of a set must not make it invalid.
+var inputSchemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+	reflect.TypeFor[protocol.Act]():    enumOf(protocol.Acts),
+	reflect.TypeFor[protocol.State]():  enumOf(protocol.States),
+}}
+
+// enumOf is the schema of a string that is one of values.
+func enumOf[T ~string](values []T) *jsonschema.Schema {
+	s := &jsonschema.Schema{Type: "string"}
+	for _, v := range values {
+		s.Enum = append(s.Enum, string(v))
+	}
+	return s
+}
+
+func mustSchema[T any](opts *jsonschema.ForOptions) *jsonschema.Schema {
+	s, err := jsonschema.For[T](opts)
 	if err != nil {
 		panic(fmt.Sprintf("schema of %v: %v", reflect.TypeFor[T](), err))
 	}

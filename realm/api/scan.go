@@ -52,6 +52,9 @@ func (sc *scan) value(sh *shape, depth int) bool {
 	if sc.i >= len(sc.b) {
 		return false
 	}
+	if sh != nil && sh.enum != nil && sc.b[sc.i] != '"' {
+		return false // an enum admits strings alone
+	}
 	switch c := sc.b[sc.i]; {
 	case c == '{':
 		return is(sh, typeObject) && depth < maxScanDepth && sc.object(sh, depth+1)
@@ -123,11 +126,16 @@ func (sc *scan) integer(sh *shape) bool {
 func (sc *scan) str(sh *shape) bool {
 	sc.i++ // the opening quote
 	start := sc.i
+	escaped := false
 	for sc.i < len(sc.b) {
 		c := sc.b[sc.i]
 		switch {
 		case c == '"':
 			sc.i++
+			if sh != nil && sh.enum != nil {
+				// Only a string written without escapes is compared here.
+				return !escaped && sh.enum[string(sc.b[start:sc.i-1])]
+			}
 			if sh != nil && sh.minLength > 0 {
 				return sh.minLength == 1 && sc.i-1 > start
 			}
@@ -135,6 +143,7 @@ func (sc *scan) str(sh *shape) bool {
 		case c < 0x20:
 			return false
 		case c == '\\':
+			escaped = true
 			if sc.i+1 >= len(sc.b) {
 				return false
 			}
