@@ -209,14 +209,22 @@ func (o *oauthServer) resourceMetadata(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	iss := o.issuer(r)
-	auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+	md := &oauthex.ProtectedResourceMetadata{
 		Resource:               iss + corpusMCPPath,
 		AuthorizationServers:   []string{iss},
 		ScopesSupported:        corpusScopes,
 		BearerMethodsSupported: []string{"header"},
 		ResourceName:           "relay corpus of realm " + string(o.n.realm),
 		ResourceDocumentation:  iss + corpus.GuidePath,
-	}).ServeHTTP(w, r)
+	}
+	if r.Method == http.MethodOptions {
+		auth.ProtectedResourceMetadataHandler(md).ServeHTTP(w, r)
+		return
+	}
+	// GET and HEAD are written here: the SDK's handler refuses HEAD and
+	// writes its JSON without nosniff or a length.
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	writeJSON(w, http.StatusOK, md)
 }
 
 // oauthError is an OAuth error response.

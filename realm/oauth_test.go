@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -442,6 +443,26 @@ func TestOAuthMetadataMethods(t *testing.T) {
 		json.Unmarshal(b, &out)
 		if st != 405 || h.Get("Allow") == "" || corpusCode(out) != "method_not_allowed" {
 			t.Errorf("POST %s: %d %v %s", path, st, h, b)
+		}
+	}
+}
+
+// TestOAuthMetadataHead: the metadata documents answer HEAD as GET
+// without the body (RFC 9110, section 9.3.2), as JSON that is not sniffed.
+func TestOAuthMetadataHead(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, path := range []string{oauthPRMetadataPath, oauthPRMetadataPath + corpusMCPPath, oauthASMetadataPath} {
+		gst, gb, gh := tn.send(t, "GET", path, nil)
+		hst, hb, hh := tn.send(t, "HEAD", path, nil)
+		if gst != 200 || hst != 200 || len(hb) != 0 {
+			t.Errorf("%s: GET %d, HEAD %d with %d bytes", path, gst, hst, len(hb))
+		}
+		if gh.Get("X-Content-Type-Options") != "nosniff" || !strings.HasPrefix(gh.Get("Content-Type"), "application/json") {
+			t.Errorf("GET %s: %v", path, gh)
+		}
+		if gh.Get("Content-Length") != strconv.Itoa(len(gb)) || hh.Get("Content-Length") != gh.Get("Content-Length") ||
+			hh.Get("Content-Type") != gh.Get("Content-Type") || hh.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("%s: GET %v, HEAD %v", path, gh, hh)
 		}
 	}
 }
