@@ -110,7 +110,9 @@ func (c *Console) Close() { c.closeOnce.Do(func() { close(c.done) }) }
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
 	h := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, secure(f)) }
-	h("GET /console", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, Prefix, http.StatusMovedPermanently) })
+	h("GET /console", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, (&url.URL{Path: Prefix, RawQuery: r.URL.RawQuery}).String(), http.StatusMovedPermanently)
+	})
 	h("GET /console/assets/{name}", c.serveAsset)
 	h("GET /console/login", c.loginPage)
 	h("POST /console/login", c.login)
@@ -132,7 +134,7 @@ func (c *Console) Handler() http.Handler {
 	h("GET /console/live", c.authed(c.live))
 	h("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s *visit) {
 		// A page's path with a slash after it is the page.
-		if trimmed := strings.TrimSuffix(r.URL.Path, "/"); r.Method == http.MethodGet && trimmed != r.URL.Path && trimmed != "/console" {
+		if trimmed := strings.TrimSuffix(r.URL.Path, "/"); isRead(r) && trimmed != r.URL.Path && trimmed != "/console" {
 			probe := r.Clone(r.Context())
 			probe.URL.Path = trimmed
 			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/console/" {
@@ -214,13 +216,17 @@ func formValue(r *http.Request, name string) string {
 }
 
 func (c *Console) toLogin(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet && r.URL.Path != "/console/live" {
+	if isRead(r) && r.URL.Path != "/console/live" {
 		http.Redirect(w, r, "/console/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
 	// A form sent after the session ended: back to the page it came from.
 	c.renderLogin(w, r, http.StatusUnauthorized, loginData{Next: safeReturn(formValue(r, "return")), Error: "Your session has ended. Log in again."})
 }
+
+// isRead reports whether the request is a GET or a HEAD, which is answered
+// as the GET without its body.
+func isRead(r *http.Request) bool { return r.Method == http.MethodGet || r.Method == http.MethodHead }
 
 // isTLS reports whether the request came over TLS, directly or through a
 // proxy the operator trusts.

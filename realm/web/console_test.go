@@ -674,3 +674,31 @@ func TestPagesRender(t *testing.T) {
 		t.Errorf("the missing thread's page:\n%.2000s", p.body)
 	}
 }
+
+// TestConsoleHeadAndRedirects: HEAD is answered as GET without the body
+// (RFC 9110, section 9.3.2), logged in or not, and the console's redirects
+// keep the query.
+func TestConsoleHeadAndRedirects(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	same := func(path string) {
+		t.Helper()
+		g := b.get(path)
+		req, _ := http.NewRequest("HEAD", n.url+path, nil)
+		h := b.do(req)
+		if h.status != g.status || h.header.Get("Location") != g.header.Get("Location") || h.body != "" {
+			t.Errorf("%s: GET %d %q, HEAD %d %q", path, g.status, g.header.Get("Location"), h.status, h.header.Get("Location"))
+		}
+	}
+	same("/console/")
+	same("/console/boards?x=1")
+	if p := b.get("/console?next=x"); p.status != http.StatusMovedPermanently || p.header.Get("Location") != "/console/?next=x" {
+		t.Errorf("/console?next=x: %d %q", p.status, p.header.Get("Location"))
+	}
+	b.login(n.operator)
+	same("/console/")
+	same("/console/boards/?x=1")
+	if p := b.get("/console/boards/?x=1"); p.header.Get("Location") != "/console/boards?x=1" {
+		t.Errorf("/console/boards/?x=1: %d %q", p.status, p.header.Get("Location"))
+	}
+}
