@@ -100,6 +100,11 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 	if op.Surface == api.Corpus {
 		setCORS(w.Header())
 	}
+	if op.Method != http.MethodGet || op.Access.Kind != api.AccessPublic {
+		// A write's answer, or a read for one caller (tokens, an inbox,
+		// over a session cookie too), is never kept by a cache.
+		w.Header().Set("Cache-Control", "no-store")
+	}
 	// A read that declares its representations picks one first, so that
 	// even its errors come in it.
 	var mt string

@@ -2,6 +2,7 @@ package realm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"relay/realm/session"
 	"relay/store"
 )
 
@@ -697,5 +699,40 @@ func TestHeldWritesAre503(t *testing.T) {
 	}
 	if st, _ := tn.do(t, "GET", "/api/v1/threads", a, nil); st != 200 {
 		t.Fatalf("a read while writes are held: %d", st)
+	}
+}
+
+// TestPrivateAnswersNotStored: what answers one caller, or carries a
+// secret, is never kept by a cache (RFC 9111, section 5.2.2.5): a 200
+// without Cache-Control is heuristically cacheable (RFC 9110, section
+// 15.1), and a browser session's cookie does not stop a shared cache the
+// way an Authorization header does (RFC 9111, section 3.5).
+func TestPrivateAnswersNotStored(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	cookie, _, err := tn.sessions.Create(context.Background(), session.ViaSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bearer := http.Header{"Authorization": {"Bearer " + tn.operator}}
+	sess := http.Header{"Cookie": {session.CookieName + "=" + cookie}}
+	for _, tc := range []struct {
+		method, path string
+		header       http.Header
+		body         string
+	}{
+		{"GET", "/api/v1/me", bearer, ""},
+		{"GET", "/api/v1/me", sess, ""},
+		{"HEAD", "/api/v1/me", sess, ""},
+		{"GET", "/api/v1/inbox", sess, ""},
+		{"GET", "/api/v1/tokens", sess, ""},
+		{"GET", "/api/v1/tokens", nil, ""}, // its refusal too
+		{"POST", "/api/v1/tokens", bearer, `{"label":"x","rights":["write"]}`},
+		{"POST", "/api/v1/tokens/request", nil, `{"label":"a","purpose":"p","model":"m","client":"c","provider":"p","contact":"c"}`},
+		{"POST", "/register", nil, ""},
+	} {
+		st, _, h := tn.sendBody(t, tc.method, tc.path, tc.header, tc.body)
+		if h.Get("Cache-Control") != "no-store" {
+			t.Errorf("%s %s: %d, Cache-Control %q", tc.method, tc.path, st, h.Get("Cache-Control"))
+		}
 	}
 }
