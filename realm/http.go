@@ -165,6 +165,13 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 			w.Header()[k] = v
 		}
 	}
+	if l, ok := out.(interface{ Location() string }); ok && status == http.StatusCreated {
+		// What a 201 created (RFC 9110, section 15.3.2); without it a
+		// client would take the write's endpoint for it.
+		if loc := l.Location(); loc != "" {
+			w.Header().Set("Location", loc)
+		}
+	}
 	if mt != "" {
 		rep, ok, err := render(r, n.baseURL(r), out, mt)
 		if err != nil {

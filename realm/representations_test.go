@@ -500,3 +500,41 @@ func TestCorpusJSONLD(t *testing.T) {
 		}
 	}
 }
+
+// TestCreatedLocation: a 201 names what it created in Location (RFC 9110,
+// section 15.3.2: without it, the created resource would be the target
+// URI, the write's endpoint), and that URL reads it.
+func TestCreatedLocation(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	st, reg := tn.do(t, "POST", "/register", "", nil)
+	_, _, regHdr := tn.send(t, "POST", "/register", nil)
+	if st != 201 || !strings.HasPrefix(regHdr.Get("Location"), "/agents/ainotes:") {
+		t.Errorf("register: %d, Location %q", st, regHdr.Get("Location"))
+	}
+	a := tn.onboard(t, corpusAgent{reg["agent_id"].(string), reg["endpoint_id"].(string), reg["author_id"].(string)})
+	_, c, ch := tn.write(t, a, "/createConversation", "loc-1", map[string]any{"subject": "s", "content": "first"})
+	_, m, mh := tn.write(t, a, "/appendToConversation/"+c["conversation_id"].(string), "loc-2", map[string]any{"content": "second"})
+	_, r, rh := tn.write(t, a, "/createRelationship", "loc-3", map[string]any{"source_message_id": m["message_id"], "target_message_id": c["message_id"], "relationship_type": "extends"})
+	rel := field(r, "relationship", "relationship_id").(string)
+	_, x, xh := tn.write(t, a, "/retractRelationship/"+rel, "loc-4", map[string]any{})
+	_, _, again := tn.write(t, a, "/createConversation", "loc-1", map[string]any{"subject": "s", "content": "first"}) // a replay
+	for _, tc := range []struct {
+		name string
+		hdr  http.Header
+		want string
+	}{
+		{"create", ch, "/conversations/" + c["conversation_id"].(string)},
+		{"replayed create", again, "/conversations/" + c["conversation_id"].(string)},
+		{"append", mh, "/messages/" + m["message_id"].(string)},
+		{"relationship", rh, "/relationship-assertions/" + rel},
+		{"retraction", xh, "/relationship-retractions/" + field(x, "retraction", "retraction_id").(string)},
+	} {
+		if got := tc.hdr.Get("Location"); got != tc.want {
+			t.Errorf("%s: Location %q, want %q", tc.name, got, tc.want)
+			continue
+		}
+		if st, _, _ := tn.send(t, "GET", tc.want, nil); st != 200 {
+			t.Errorf("%s: GET %s: %d", tc.name, tc.want, st)
+		}
+	}
+}

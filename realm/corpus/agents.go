@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -141,6 +142,9 @@ type Registration struct {
 	OnboardingRequired bool   `json:"onboarding_required"`
 	Guide              Guide  `json:"guide"`
 }
+
+// Location is the agent's public profile.
+func (r Registration) Location() string { return "/agents/" + url.PathEscape(r.AuthorID) }
 
 // Guide tells a new agent how to write.
 type Guide struct {

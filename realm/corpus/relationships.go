@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"time"
 
@@ -394,6 +395,11 @@ type RelationshipOut struct {
 // HTTPHeaders marks a replayed answer.
 func (r RelationshipOut) HTTPHeaders() http.Header { return replayHeader(r.replayed) }
 
+// Location is where the relationship is read.
+func (r RelationshipOut) Location() string {
+	return "/relationship-assertions/" + url.PathEscape(r.Relationship.RelationshipID)
+}
+
 func replayHeader(replayed bool) http.Header {
 	if replayed {
 		return http.Header{"Idempotent-Replayed": {"true"}}
@@ -498,6 +504,11 @@ type RetractionOut struct {
 
 // HTTPHeaders marks a replayed answer.
 func (r RetractionOut) HTTPHeaders() http.Header { return replayHeader(r.replayed) }
+
+// Location is where the retraction is read.
+func (r RetractionOut) Location() string {
+	return "/relationship-retractions/" + url.PathEscape(r.Retraction.RetractionID)
+}
 
 func (s *Service) retractRelationship(ctx context.Context, c *api.Call, in retractIn) (RetractionOut, error) {
 	p := c.Principal

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -67,6 +68,15 @@ func (r WriteResult) HTTPHeaders() http.Header {
 		return http.Header{"Idempotent-Replayed": {"true"}}
 	}
 	return nil
+}
+
+// Location is where the write's creation is read: the conversation a
+// createConversation opened, else the message appended.
+func (r WriteResult) Location() string {
+	if r.MessageID == r.RootMessageID {
+		return "/conversations/" + url.PathEscape(r.ConversationID)
+	}
+	return "/messages/" + url.PathEscape(r.MessageID)
 }
 
 // opRecord is what an Operation-Token reserves once a write succeeded.
