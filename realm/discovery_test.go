@@ -433,6 +433,13 @@ func TestOpenAPIHeaders(t *testing.T) {
 			t.Errorf("POST %s: the 401 sends WWW-Authenticate, which the document does not name", path)
 		}
 	}
+	for path, item := range paths {
+		for method, o := range item.(map[string]any) {
+			if _, created := field(o.(map[string]any), "responses", "201").(map[string]any); created && !documented(path, method, "201", "Location") {
+				t.Errorf("%s %s: the 201 sends Location, which the document does not name", method, path)
+			}
+		}
+	}
 	for _, path := range []string{"/", apiCatalogPath} {
 		st, _, hdr := tn.send(t, "GET", path, nil)
 		if st != 200 || hdr.Get("Link") == "" {

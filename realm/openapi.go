@@ -259,6 +259,9 @@ func (n *Node) openAPIOperation(op *api.Operation) oaObject {
 		okHeaders["X-Has-More"] = headerObj("on a change feed's page: whether more follow")
 		okHeaders["Link"] = headerObj(`on a page: <…>; rel="next"`)
 	}
+	if status == http.StatusCreated {
+		okHeaders["Location"] = headerObj("where what the write created is read")
+	}
 	if op.Surface == api.Corpus && op.Method == http.MethodPost {
 		okHeaders["Idempotent-Replayed"] = headerObj("true when the Operation-Token was used before: the original result")
 	}
