@@ -585,6 +585,10 @@ type tokenResponse struct {
 }
 
 func (o *oauthServer) token(w http.ResponseWriter, r *http.Request) {
+	// A client in a browser (a public client, PKCE) reads the answer: the
+	// preflight lets it send, this lets it read, refusals included. No
+	// cookie is ever taken here, so any origin may.
+	setCORS(w.Header())
 	if _, ref := o.n.limiter.allow(nil, r); ref != nil {
 		rateLimited(w, ref)
 		return

@@ -38,6 +38,7 @@ type clientInformation struct {
 }
 
 func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
+	setCORS(w.Header()) // as the token endpoint: a browser's client registers itself
 	if _, ref := o.registrar.allow(nil, r); ref != nil {
 		rateLimited(w, ref)
 		return

@@ -857,3 +857,25 @@ func TestCorpusMCPFront(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthEndpointsCORS: a client in a browser registers and exchanges
+// its code from a page of another origin: the preflight lets it send, and
+// the answer, a refusal included, lets it read.
+func TestOAuthEndpointsCORS(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, path := range []string{"/oauth/token", "/token", "/oauth/register"} {
+		st, _, h := tn.send(t, "OPTIONS", path, http.Header{"Origin": {"https://app.example"}, "Access-Control-Request-Method": {"POST"},
+			"Access-Control-Request-Headers": {"content-type"}})
+		if st != 204 || h.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("preflight of %s: %d %v", path, st, h)
+		}
+		ct := "application/x-www-form-urlencoded"
+		if path == "/oauth/register" {
+			ct = mediaJSON
+		}
+		st, body, h := tn.sendBody(t, "POST", path, http.Header{"Origin": {"https://app.example"}, "Content-Type": {ct}}, "")
+		if st < 400 || h.Get("Access-Control-Allow-Origin") != "*" {
+			t.Errorf("POST %s from another origin: %d %v %s", path, st, h, body)
+		}
+	}
+}
