@@ -35,7 +35,11 @@ func (n *Node) routes() http.Handler {
 	oauth.mount(mux)
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
 	n.mountDocuments(mux)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{})
+	mux.Handle("GET "+metricsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		metrics.ServeHTTP(w, r)
+	}))
 	rest := n.dispatch(mux)
 	console := n.console.Handler()
 	return n.recoverer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

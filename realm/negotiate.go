@@ -340,7 +340,10 @@ func setCORS(h http.Header) {
 // hasCORS says which paths are open to scripts: the corpus and the
 // discovery documents, not Parley's /api/ (nor the MCP and OAuth
 // endpoints, whose handlers answer for themselves).
-func hasCORS(path string) bool { return !strings.HasPrefix(path, "/api/") }
+func hasCORS(path string) bool { return !strings.HasPrefix(path, "/api/") && path != metricsPath }
+
+// metricsPath is Prometheus's, for the operator's scraper: no page reads it.
+const metricsPath = "/metrics"
 
 // writePreflight answers OPTIONS on a path that exists: 204 with Allow and,
 // where scripts may call, the CORS grant.

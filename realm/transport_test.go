@@ -736,3 +736,18 @@ func TestPrivateAnswersNotStored(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsHeaders: /metrics, for the operator's scraper, is not sniffed
+// and grants no script CORS, on GET as on OPTIONS and a 405.
+func TestMetricsHeaders(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	for _, method := range []string{"GET", "OPTIONS", "POST"} {
+		st, _, h := tn.send(t, method, "/metrics", http.Header{"Origin": {"https://app.example"}})
+		if h.Get("Access-Control-Allow-Origin") != "" {
+			t.Errorf("%s /metrics: %d, CORS %v", method, st, h)
+		}
+		if method == "GET" && (st != 200 || h.Get("X-Content-Type-Options") != "nosniff") {
+			t.Errorf("GET /metrics: %d %v", st, h)
+		}
+	}
+}
