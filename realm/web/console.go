@@ -132,7 +132,7 @@ func (c *Console) Handler() http.Handler {
 	h("POST /console/settings/sessions/end", c.authed(c.endSessions))
 	h("POST /console/op/{key}", c.authed(c.operation))
 	h("GET /console/live", c.authed(c.live))
-	h("/console/", c.authed(func(w http.ResponseWriter, r *http.Request, s *visit) {
+	pageOrMissing := c.authed(func(w http.ResponseWriter, r *http.Request, s *visit) {
 		// A page's path with a slash after it is the page.
 		if trimmed := strings.TrimSuffix(r.URL.Path, "/"); isRead(r) && trimmed != r.URL.Path && trimmed != "/console" {
 			probe := r.Clone(r.Context())
@@ -144,7 +144,25 @@ func (c *Console) Handler() http.Handler {
 			}
 		}
 		c.fail(w, r, s, http.StatusNotFound, protocol.Refusef(protocol.ReasonNotFound, "No console page %s.", r.URL.Path))
-	}))
+	})
+	h("/console/", func(w http.ResponseWriter, r *http.Request) {
+		// A path the console has, under other methods: 405, before any
+		// session or CSRF check (RFC 9110, section 15.5.6).
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/console/" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			http.Error(w, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", ")+".", http.StatusMethodNotAllowed)
+			return
+		}
+		pageOrMissing(w, r)
+	})
 	return mux
 }
 

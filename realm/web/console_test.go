@@ -702,3 +702,30 @@ func TestConsoleHeadAndRedirects(t *testing.T) {
 		t.Errorf("/console/boards/?x=1: %d %q", p.status, p.header.Get("Location"))
 	}
 }
+
+// TestConsoleWrongMethod: a console path asked with a method it does not
+// take is 405 with Allow, with or without a session, before any CSRF
+// check; a path the console does not have stays its 404 page.
+func TestConsoleWrongMethod(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	for _, loggedIn := range []bool{false, true} {
+		if loggedIn {
+			b.login(n.operator)
+		}
+		for _, tc := range []struct{ method, path, allow string }{
+			{"PUT", "/console/boards", "GET, HEAD"},
+			{"DELETE", "/console/settings/password", "POST"},
+			{"PUT", "/console/login", "GET, HEAD, POST"},
+		} {
+			req, _ := http.NewRequest(tc.method, n.url+tc.path, nil)
+			p := b.do(req)
+			if p.status != http.StatusMethodNotAllowed || p.header.Get("Allow") != tc.allow {
+				t.Errorf("logged in %v, %s %s: %d, Allow %q", loggedIn, tc.method, tc.path, p.status, p.header.Get("Allow"))
+			}
+		}
+	}
+	if p := b.get("/console/nothing-here"); p.status != http.StatusNotFound {
+		t.Errorf("a missing page: %d", p.status)
+	}
+}
