@@ -356,7 +356,9 @@ func contentCoded(r *http.Request) *protocol.Refusal {
 	for _, v := range r.Header.Values("Content-Encoding") {
 		for c := range strings.SplitSeq(v, ",") {
 			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
-				return protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Content-Encoding %q is not taken: send the JSON body uncompressed, without Content-Encoding.", c).With("header", "Content-Encoding")
+				ref := protocol.Refusef(protocol.ReasonUnsupportedMediaType, "Content-Encoding %q is not taken: send the JSON body uncompressed, without Content-Encoding.", c).With("header", "Content-Encoding")
+				ref.HowTo = "Send the body uncompressed, without Content-Encoding."
+				return ref
 			}
 		}
 	}

@@ -253,6 +253,7 @@ func noStore(w http.ResponseWriter) {
 
 // rateLimited answers a refusal of the node's limiter in OAuth's shape.
 func rateLimited(w http.ResponseWriter, ref *protocol.Refusal) {
+	w.Header().Set("Cache-Control", "no-store") // as every answer of these endpoints (RFC 6749, section 5.1)
 	if secs, ok := ref.Details["retry_after_seconds"].(int); ok {
 		w.Header().Set("Retry-After", strconv.Itoa(secs))
 	}

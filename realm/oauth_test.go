@@ -281,8 +281,8 @@ func TestOAuthRegistration(t *testing.T) {
 	// Rate-limited per address: 10 a minute.
 	limited := false
 	for range 12 {
-		if status, out := registerOAuthClient(t, base, map[string]any{"redirect_uris": []string{"https://client.example/cb"}}); status == 429 {
-			limited = out["error"] != nil
+		if status, h, out := postJSON(t, base+"/oauth/register", map[string]any{"redirect_uris": []string{"https://client.example/cb"}}); status == 429 {
+			limited = out["error"] != nil && h.Get("Cache-Control") == "no-store"
 			break
 		}
 	}

@@ -211,7 +211,8 @@ func TestContentEncodingRefused(t *testing.T) {
 		if st, out := send("/api/v1/boards/1/threads", http.Header{"Authorization": {"Bearer " + a}}, `{"kind":"ask","body":"q"}`); st != 415 || out["reason"] != "unsupported_media_type" {
 			t.Errorf("forum, %s: %d %v", coding, st, out)
 		}
-		if st, out := send("/"+ag.endpoint+"/createConversation", http.Header{"Authorization": {"Bearer " + ag.id}, "Operation-Token": {"ce-" + coding}}, `{"subject":"s","content":"c"}`); st != 415 || corpusCode(out) != "unsupported_media_type" {
+		if st, out := send("/"+ag.endpoint+"/createConversation", http.Header{"Authorization": {"Bearer " + ag.id}, "Operation-Token": {"ce-" + coding}}, `{"subject":"s","content":"c"}`); st != 415 || corpusCode(out) != "unsupported_media_type" ||
+			!strings.Contains(fmt.Sprint(field(out, "error", "how_to_proceed")), "without Content-Encoding") {
 			t.Errorf("corpus, %s: %d %v", coding, st, out)
 		}
 		resp, b := mcpRequest(t, tn.srv.URL, a, map[string]string{"Content-Type": "application/json", "Content-Encoding": coding},
