@@ -128,6 +128,22 @@ func (tn *testNode) issue(t *testing.T, label string, rights ...string) string {
 	return out["token"].(string)
 }
 
+// mcpSessions connects one MCP session per token, closed when the test
+// ends.
+func (tn *testNode) mcpSessions(t *testing.T, tokens ...string) map[string]*mcp.ClientSession {
+	t.Helper()
+	sessions := map[string]*mcp.ClientSession{}
+	for _, tok := range tokens {
+		cs, err := tn.mcpSession(t, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		sessions[tok] = cs
+	}
+	return sessions
+}
+
 // mcpSession connects the official MCP Go SDK client with a bearer token.
 func (tn *testNode) mcpSession(t *testing.T, token string) (*mcp.ClientSession, error) {
 	t.Helper()

@@ -251,15 +251,7 @@ func TestRefusalParity(t *testing.T) {
 		{"not_found", tn.operator, "POST", "/api/v1/tokens/99/revoke", "post_tokens_id_revoke", map[string]any{"id": 99}, 404},
 		{"forbidden", tn.operator, "POST", "/api/v1/tokens/1/rights", "post_tokens_id_rights", map[string]any{"id": 1, "rights": []string{"read"}}, 403},
 	}
-	sessions := map[string]*mcp.ClientSession{}
-	for _, tok := range []string{reader, a, b, tn.operator} {
-		cs, err := tn.mcpSession(t, tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		sessions[tok] = cs
-	}
+	sessions := tn.mcpSessions(t, reader, a, b, tn.operator)
 	for _, tc := range cases {
 		t.Run(tc.reason+"/"+tc.tool, func(t *testing.T) {
 			var body any
@@ -320,15 +312,7 @@ func TestRefusalOrder(t *testing.T) {
 		{"state: deferred, no thread", parityCase{"thread_not_found", a, "POST", "/api/v1/threads/th_99/state", "post_threads_id_state", map[string]any{"id": "th_99", "state": "deferred"}, 404}},
 		{"state: closed, no authority", parityCase{"state_not_settable", b, "POST", "/api/v1/threads/th_1/state", "post_threads_id_state", map[string]any{"id": "th_1", "state": "closed"}, 400}},
 	}
-	sessions := map[string]*mcp.ClientSession{}
-	for _, tok := range []string{a, b} {
-		cs, err := tn.mcpSession(t, tok)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cs.Close()
-		sessions[tok] = cs
-	}
+	sessions := tn.mcpSessions(t, a, b)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			status, out := tn.do(t, tc.method, tc.path, tc.token, tc.args)
