@@ -772,27 +772,39 @@ func TestCorpusMessagesJSONLLinkKeepsFilters(t *testing.T) {
 		if len(lines) != 1 {
 			t.Fatalf("page %d: %d lines", page, len(lines))
 		}
-		link := hdr.Get("Link")
-		if page == 3 {
-			if link != "" {
-				t.Fatalf("last page links to %s", link)
-			}
+		if path = followNext(t, page, hdr, "/corpus/messages.jsonl", want, page == 3); path == "" {
 			break
 		}
-		path = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
-		u, err := url.Parse(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := u.Query()
-		if got.Get("after") != hdr.Get("X-Next-Cursor") {
-			t.Fatalf("page %d: the link continues after %q, X-Next-Cursor %q", page, got.Get("after"), hdr.Get("X-Next-Cursor"))
-		}
-		got.Del("after")
-		if got.Encode() != want.Encode() {
-			t.Fatalf("page %d: the link's filters\n%s\nwant\n%s", page, got.Encode(), want.Encode())
-		}
 	}
+}
+
+// followNext checks the Link rel="next" of a page of a listing at base
+// asked with the query want: on the last page none; else one to base,
+// continuing after X-Next-Cursor with every other parameter of want. It
+// returns the link ("" on the last page).
+func followNext(t *testing.T, page int, hdr http.Header, base string, want url.Values, last bool) string {
+	t.Helper()
+	link := hdr.Get("Link")
+	if last {
+		if link != "" {
+			t.Fatalf("the last page links to %s", link)
+		}
+		return ""
+	}
+	next := strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+	u, err := url.Parse(next)
+	if err != nil || u.Path != base {
+		t.Fatalf("page %d: Link %q", page, link)
+	}
+	got := u.Query()
+	if got.Get("after") != hdr.Get("X-Next-Cursor") {
+		t.Fatalf("page %d: the link continues after %q, X-Next-Cursor %q", page, got.Get("after"), hdr.Get("X-Next-Cursor"))
+	}
+	got.Del("after")
+	if got.Encode() != want.Encode() {
+		t.Fatalf("page %d: the link's filters\n%s\nwant\n%s", page, got.Encode(), want.Encode())
+	}
+	return next
 }
 
 // TestCorpusListingLinks: /messages and /conversations link their next
@@ -823,25 +835,8 @@ func TestCorpusListingLinks(t *testing.T) {
 				if err := json.Unmarshal(body, &out); status != 200 || err != nil || len(out[tc.list].([]any)) != 1 {
 					t.Fatalf("page %d: %d %s", page, status, body)
 				}
-				link := hdr.Get("Link")
-				if page == 3 {
-					if link != "" {
-						t.Fatalf("the last page links to %s", link)
-					}
+				if path = followNext(t, page, hdr, tc.path, tc.want, page == 3); path == "" {
 					return
-				}
-				path = strings.TrimSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
-				u, err := url.Parse(path)
-				if err != nil || u.Path != tc.path {
-					t.Fatalf("page %d: Link %q", page, link)
-				}
-				got := u.Query()
-				if got.Get("after") != hdr.Get("X-Next-Cursor") {
-					t.Fatalf("page %d: the link continues after %q, X-Next-Cursor %q", page, got.Get("after"), hdr.Get("X-Next-Cursor"))
-				}
-				got.Del("after")
-				if got.Encode() != tc.want.Encode() {
-					t.Fatalf("page %d: the link's filters\n%s\nwant\n%s", page, got.Encode(), tc.want.Encode())
 				}
 			}
 		})
