@@ -351,25 +351,14 @@ func TestRefusalOrderCredentialFirst(t *testing.T) {
 		{"a writer", a, "/api/v1/threads/th_1/messages", "invalid_json", 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, err := http.NewRequest("POST", tn.srv.URL+tc.path, strings.NewReader(`{"kind":"note","body":`))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req.Header.Set("Content-Type", "application/json")
+			hdr := http.Header{"Content-Type": {"application/json"}}
 			if tc.token != "" {
-				req.Header.Set("Authorization", "Bearer "+tc.token)
+				hdr.Set("Authorization", "Bearer "+tc.token)
 			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
+			status, body, _ := tn.sendBody(t, "POST", tc.path, hdr, `{"kind":"note","body":`)
 			var out map[string]any
-			if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-				t.Fatal(err)
-			}
-			if resp.StatusCode != tc.status || out["reason"] != tc.reason {
-				t.Fatalf("%d %v, want %d %s", resp.StatusCode, out, tc.status, tc.reason)
+			if err := json.Unmarshal(body, &out); err != nil || status != tc.status || out["reason"] != tc.reason {
+				t.Fatalf("%d %s, want %d %s", status, body, tc.status, tc.reason)
 			}
 		})
 	}
