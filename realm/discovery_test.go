@@ -440,6 +440,14 @@ func TestOpenAPIHeaders(t *testing.T) {
 			}
 		}
 	}
+	// Every operation, a discovery document's too, documents its refusals.
+	for path, item := range paths {
+		for method, o := range item.(map[string]any) {
+			if _, ok := field(o.(map[string]any), "responses", "default").(map[string]any); !ok {
+				t.Errorf("%s %s documents no refusal (default)", method, path)
+			}
+		}
+	}
 	for _, path := range []string{"/", apiCatalogPath} {
 		st, _, hdr := tn.send(t, "GET", path, nil)
 		if st != 200 || hdr.Get("Link") == "" {

@@ -317,8 +317,11 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 		if path == "/" || path == apiCatalogPath {
 			headers["Link"] = headerObj(`<` + apiCatalogPath + `>; rel="api-catalog" (RFC 9727)`)
 		}
+		// A refusal (a wrong method, the rate limit, a node that cannot
+		// answer) is the corpus's JSON, or plain text from a native feed.
 		responses := oaObject{"200": oaObject{"description": "OK", "content": content, "headers": headers},
-			"304": oaObject{"description": "Not Modified"}}
+			"304":     oaObject{"description": "Not Modified"},
+			"default": refusalResponse(oaObject{mediaJSON: oaObject{"schema": errorRef(api.Corpus)}, mediaText: oaObject{"schema": oaObject{"type": "string"}}})}
 		if len(types) > 1 {
 			responses["406"] = oaObject{"description": "Not Acceptable: the diagnostic lists the offered types",
 				"content": oaObject{mediaJSON: oaObject{"schema": errorRef(api.Corpus)}}}
