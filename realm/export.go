@@ -38,6 +38,11 @@ import (
 // data directory that still has one.
 const importPartial = "import.partial"
 
+// importMoves are what an import moves from importPartial into the data
+// directory, in this order, before it removes importPartial: what an
+// interrupted import can leave beside it.
+var importMoves = []string{importPartial, "store", "realm.key", "realm.json"}
+
 // KeySource returns the public key that verifies a realm's events, false
 // when it is not known. The realm directory (federation) will be one; until
 // then a node knows only its own key.
@@ -378,7 +383,7 @@ func Import(ctx context.Context, cfg ImportConfig) (res ImportResult, err error)
 	if err := writeRealmFile(stage, realmFile{Realm: string(origin), PeerID: id.PeerID.String()}); err != nil {
 		return ImportResult{}, err
 	}
-	for _, name := range []string{"store", "realm.key", "realm.json"} {
+	for _, name := range importMoves[1:] {
 		if err := os.Rename(filepath.Join(stage, name), filepath.Join(cfg.DataDir, name)); err != nil {
 			return ImportResult{}, err
 		}
@@ -601,9 +606,10 @@ func prepareFresh(dir string) error {
 	switch {
 	case len(names) == 0:
 		return nil
-	case len(names) == 1 && names[0] == importPartial:
-		// Left by an interrupted import, unless one is still running: its
-		// store is then locked.
+	case slices.Contains(names, importPartial) && !slices.ContainsFunc(names, func(n string) bool { return !slices.Contains(importMoves, n) }):
+		// Left by an interrupted import (with what it had already moved
+		// out of its stage: the moves come before the stage is removed),
+		// unless one is still running: its store is then locked.
 		partial := filepath.Join(dir, importPartial)
 		if _, err := os.Stat(filepath.Join(partial, "store")); err == nil {
 			scfg := store.DefaultConfig(filepath.Join(partial, "store"))
@@ -616,7 +622,12 @@ func prepareFresh(dir string) error {
 				st.Close()
 			}
 		}
-		return os.RemoveAll(partial)
+		for _, n := range names {
+			if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("data directory %s is not empty (it holds %s): import restores into a fresh directory", dir, strings.Join(names, ", "))
 }
