@@ -49,9 +49,9 @@ type ClaimInput struct {
 
 // Evidence backs a claim, a refutation or an attestation.
 type Evidence struct {
-	Kind  string `json:"kind" cbor:"kind"`
-	Value string `json:"value" cbor:"value"`
-	Note  string `json:"note,omitempty" cbor:"note,omitempty"`
+	Kind  EvidenceKind `json:"kind" cbor:"kind"`
+	Value string       `json:"value" cbor:"value"`
+	Note  string       `json:"note,omitempty" cbor:"note,omitempty"`
 }
 
 // ImageInput is an image: a URL or an upload (base64 data), never both.
@@ -295,13 +295,8 @@ func CheckEvidence(field string, ev []Evidence, maxURL int) *Refusal {
 	return nil
 }
 
-func isEvidenceKind(k string) bool {
-	for _, x := range EvidenceKinds {
-		if x == k {
-			return true
-		}
-	}
-	return false
+func isEvidenceKind(k EvidenceKind) bool {
+	return slices.Contains(EvidenceKinds, k)
 }
 
 // checkURL checks an absolute http(s) URL of at most max characters.

@@ -54,11 +54,25 @@ const (
 // ClaimStates lists the claim states.
 var ClaimStates = []ClaimState{ClaimUnverified, ClaimSupported, ClaimVerified, ClaimRefuted, ClaimSuperseded}
 
-// Verdicts are what an attestation may say of a claim.
-var Verdicts = []string{"supports", "refutes", "inconclusive"}
+// Verdict is what an attestation says of a claim.
+type Verdict string
 
-// EvidenceKinds are the kinds of evidence a claim may carry.
-var EvidenceKinds = []string{"url", "hash", "artifact", "commit", "log", "reproducer", "note", "other"}
+// The three verdicts.
+const (
+	VerdictSupports     Verdict = "supports"
+	VerdictRefutes      Verdict = "refutes"
+	VerdictInconclusive Verdict = "inconclusive"
+)
+
+// Verdicts are what an attestation may say of a claim, in the seed's order.
+var Verdicts = []Verdict{VerdictSupports, VerdictRefutes, VerdictInconclusive}
+
+// EvidenceKind is the kind of a piece of evidence.
+type EvidenceKind string
+
+// EvidenceKinds are the kinds of evidence a claim may carry, in the seed's
+// order.
+var EvidenceKinds = []EvidenceKind{"url", "hash", "artifact", "commit", "log", "reproducer", "note", "other"}
 
 // ParleyLimits are the seed's limits. Lengths are Unicode code points.
 type ParleyLimits struct {

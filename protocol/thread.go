@@ -248,7 +248,7 @@ func AwaitsReply(act Act) bool {
 // author cannot lift its own claim to supported; a refutation with evidence
 // overrides any support (the Popperian asymmetry); a verified claim is
 // changed only by a seal; a superseded claim is not attested.
-func ClaimAttest(cur ClaimState, verdict string, byAuthor, hasEvidence bool) (ClaimState, *Refusal) {
+func ClaimAttest(cur ClaimState, verdict Verdict, byAuthor, hasEvidence bool) (ClaimState, *Refusal) {
 	if ref := CheckVerdict(verdict, hasEvidence); ref != nil {
 		return cur, ref
 	}
@@ -272,7 +272,7 @@ func ClaimAttest(cur ClaimState, verdict string, byAuthor, hasEvidence bool) (Cl
 // verdict of supports, refutes or inconclusive, and evidence for refutes.
 // What is wrong with the request itself is said before what its claim
 // refuses, as a message's envelope is checked before its thread.
-func CheckVerdict(verdict string, hasEvidence bool) *Refusal {
+func CheckVerdict(verdict Verdict, hasEvidence bool) *Refusal {
 	switch verdict {
 	case "supports", "inconclusive":
 	case "refutes":

@@ -574,7 +574,7 @@ func TestAwaitsReply(t *testing.T) {
 type claimAttestTest struct {
 	name        string
 	cur         ClaimState
-	verdict     string
+	verdict     Verdict
 	byAuthor    bool
 	hasEvidence bool
 	want        ClaimState

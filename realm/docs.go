@@ -38,6 +38,10 @@ func join(v any, sep string) string {
 		for _, e := range x {
 			parts = append(parts, string(e))
 		}
+	case []protocol.EvidenceKind:
+		for _, e := range x {
+			parts = append(parts, string(e))
+		}
 	case []string:
 		parts = x
 	}
@@ -77,7 +81,7 @@ type docData struct {
 	Acts                        []protocol.Act
 	States                      []protocol.State
 	ClaimStates                 []protocol.ClaimState
-	EvidenceKinds               []string
+	EvidenceKinds               []protocol.EvidenceKind
 	Reasons                     []protocol.ReasonInfo
 	Kinds                       []corpus.KindInfo
 	RelationshipTypes           []corpus.RelationshipTypeInfo

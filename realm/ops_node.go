@@ -112,24 +112,24 @@ func endpointOf(op *api.Operation) Endpoint {
 
 // ManifestOut is the answer of get_manifest: the source of truth.
 type ManifestOut struct {
-	Parley        string                `json:"parley"`
-	Server        string                `json:"server"`
-	Version       string                `json:"version"`
-	Realm         string                `json:"realm"`
-	PeerID        string                `json:"peer_id"`
-	P2P           []string              `json:"p2p" jsonschema:"the node's libp2p addresses; empty when it does not federate"`
-	MCP           string                `json:"mcp" jsonschema:"the MCP endpoint path (JSON-RPC 2.0, stateless, bearer token)"`
-	Human         string                `json:"human" jsonschema:"the identity of the realm's human"`
-	Limits        protocol.ParleyLimits `json:"limits" jsonschema:"requests_per_minute 0 means no rate limit"`
-	Kinds         []protocol.Act        `json:"kinds"`
-	States        []protocol.State      `json:"states"`
-	Profiles      []string              `json:"profiles"`
-	ClaimStates   []protocol.ClaimState `json:"claim_states"`
-	Verdicts      []string              `json:"verdicts"`
-	EvidenceKinds []string              `json:"evidence_kinds"`
-	Rights        []protocol.Right      `json:"rights"`
-	Reasons       []string              `json:"reasons"`
-	Endpoints     []Endpoint            `json:"endpoints"`
+	Parley        string                  `json:"parley"`
+	Server        string                  `json:"server"`
+	Version       string                  `json:"version"`
+	Realm         string                  `json:"realm"`
+	PeerID        string                  `json:"peer_id"`
+	P2P           []string                `json:"p2p" jsonschema:"the node's libp2p addresses; empty when it does not federate"`
+	MCP           string                  `json:"mcp" jsonschema:"the MCP endpoint path (JSON-RPC 2.0, stateless, bearer token)"`
+	Human         string                  `json:"human" jsonschema:"the identity of the realm's human"`
+	Limits        protocol.ParleyLimits   `json:"limits" jsonschema:"requests_per_minute 0 means no rate limit"`
+	Kinds         []protocol.Act          `json:"kinds"`
+	States        []protocol.State        `json:"states"`
+	Profiles      []string                `json:"profiles"`
+	ClaimStates   []protocol.ClaimState   `json:"claim_states"`
+	Verdicts      []protocol.Verdict      `json:"verdicts"`
+	EvidenceKinds []protocol.EvidenceKind `json:"evidence_kinds"`
+	Rights        []protocol.Right        `json:"rights"`
+	Reasons       []string                `json:"reasons"`
+	Endpoints     []Endpoint              `json:"endpoints"`
 }
 
 func (n *Node) manifest(ctx context.Context, c *api.Call, _ api.NoInput) (ManifestOut, error) {

@@ -187,7 +187,7 @@ var scannedInputs = []string{
 	`{"id":"caf\u00e9 \"quoted\" \\ \/ \b\f\n\r\t","tags":["\ud800","x"]}`, "{\"id\":\"\xff\xfe not UTF-8\"}",
 	`{"id":"a","raw":{"deep":[[[[]]]],"n":[1,-2,true,false,null,"s",{}]}}`,
 	`{"id":"a","env":{"kind":"note","body":"b","from":{"extension":"w","identity":{"any":"thing"}},"provenance":{"k":[1,{"x":null}]}}}`,
-	`{"id":"a","env":{"kind":"note","body":"b","claims":[{"statement":"s","evidence":[{"kind":"k","value":"v","note":"n"}]}]}}`,
+	`{"id":"a","env":{"kind":"note","body":"b","claims":[{"statement":"s","evidence":[{"kind":"log","value":"v","note":"n"}]}]}}`,
 	`{"id":"a","tags":null,"raw":null}`,
 }
 

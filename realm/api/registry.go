@@ -210,15 +210,32 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 
 // inputSchemaOptions are schemaOptions for an operation's input, which
 // also name the values the protocol's closed sets of words take there: a
-// speech act, a thread state. So HTTP clients (the OpenAPI document) and
-// MCP clients (tools/list) see them; the handlers refuse any other. An
-// output's schema does not list them: a record is what the node stored,
-// and a later revision of a set must not make it invalid.
+// speech act, a thread state, a verdict, an evidence kind (and those
+// other packages add with InputEnum). So HTTP clients (the OpenAPI
+// document) and MCP clients (tools/list) see them; the handlers refuse any
+// other. An output's schema does not list them: a record is what the node
+// stored, and a later revision of a set must not make it invalid.
 var inputSchemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
-	reflect.TypeFor[protocol.Act]():    enumOf(protocol.Acts),
-	reflect.TypeFor[protocol.State]():  enumOf(protocol.States),
+	reflect.TypeFor[json.RawMessage]():       {},
+	reflect.TypeFor[protocol.Act]():          enumOf(protocol.Acts),
+	reflect.TypeFor[protocol.State]():        enumOf(protocol.States),
+	reflect.TypeFor[protocol.Verdict]():      enumOf(protocol.Verdicts),
+	reflect.TypeFor[protocol.EvidenceKind](): enumOf(protocol.EvidenceKinds),
 }}
+
+// InputEnum makes T, a named string type of another package, a closed set
+// of words in input schemas: a field of type T is one of values. It is
+// meant for a package-level variable's initialization (var _ =
+// api.InputEnum(...)), which runs before any operation is defined and
+// before any goroutine reads the options.
+func InputEnum[T ~string](values []T) struct{} {
+	t := reflect.TypeFor[T]()
+	if _, ok := inputSchemaOptions.TypeSchemas[t]; ok {
+		panic(fmt.Sprintf("api: %v is already an enum", t))
+	}
+	inputSchemaOptions.TypeSchemas[t] = enumOf(values)
+	return struct{}{}
+}
 
 // enumOf is the schema of a string that is one of values.
 func enumOf[T ~string](values []T) *jsonschema.Schema {

@@ -160,7 +160,7 @@ func (c *claimRec) fold() {
 		var ref *protocol.Refusal
 		switch f.Kind {
 		case factAttest:
-			next, ref = protocol.ClaimAttest(c.State, f.Verdict, c.byAuthor(f.Realm, f.By), len(f.Evidence) > 0)
+			next, ref = protocol.ClaimAttest(c.State, protocol.Verdict(f.Verdict), c.byAuthor(f.Realm, f.By), len(f.Evidence) > 0)
 		case factRefute:
 			next, ref = protocol.ClaimRefute(c.State)
 		case factSeal:

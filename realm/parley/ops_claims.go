@@ -97,7 +97,7 @@ func (s *Service) threadClaims(ctx context.Context, c *api.Call, in threadIDIn) 
 
 type attestIn struct {
 	ID       protocol.KeyRef     `json:"id" jsonschema:"the claim"`
-	Verdict  string              `json:"verdict" jsonschema:"supports, refutes or inconclusive"`
+	Verdict  protocol.Verdict    `json:"verdict" jsonschema:"supports, refutes or inconclusive"`
 	Evidence []protocol.Evidence `json:"evidence,omitempty" jsonschema:"required for refutes"`
 	Note     string              `json:"note,omitempty" jsonschema:"at most 500 characters"`
 	From     *protocol.From      `json:"from,omitempty"`
@@ -137,7 +137,7 @@ func (s *Service) attest(ctx context.Context, c *api.Call, in attestIn) (ClaimRe
 		if _, ref := protocol.ClaimAttest(cl.State, in.Verdict, cl.byAuthor(s.realm, c.Principal.Identity.String()), len(in.Evidence) > 0); ref != nil {
 			return nil, ref
 		}
-		return attestData{Claim: s.keyString(protocol.KeyClaim, rid{cl.Realm, cl.N}), Verdict: in.Verdict, Evidence: in.Evidence, Note: in.Note, Extension: ext}, nil
+		return attestData{Claim: s.keyString(protocol.KeyClaim, rid{cl.Realm, cl.N}), Verdict: string(in.Verdict), Evidence: in.Evidence, Note: in.Note, Extension: ext}, nil
 	})
 }
 

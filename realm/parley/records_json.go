@@ -232,7 +232,7 @@ func (m *messageRec) appendJSON(b []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			b = append(b, `{"kind":`...)
-			b = jsonenc.AppendHTMLString(b, e.Kind)
+			b = jsonenc.AppendHTMLString(b, string(e.Kind))
 			b = append(b, `,"value":`...)
 			b = jsonenc.AppendHTMLString(b, e.Value)
 			if e.Note != "" {
