@@ -27,8 +27,17 @@ type Feature struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
+// FeatureStatus is a state of a feature request, as a decision or a filter
+// names it.
+type FeatureStatus string
+
 // FeatureStatuses are the states of a feature request.
-var FeatureStatuses = []string{"open", "accepted", "planned", "done", "rejected"}
+var FeatureStatuses = []FeatureStatus{"open", "accepted", "planned", "done", "rejected"}
+
+// The decision and the filter list the states in their input schemas; a
+// feature request as stored is a plain string, so that a record stays valid
+// if the set grows.
+var _ = api.InputEnum(FeatureStatuses)
 
 func (s *Service) registerFeatures(reg *api.Registry) {
 	reg.Add(
@@ -88,7 +97,7 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 }
 
 type listFeaturesIn struct {
-	Status string `json:"status,omitempty" jsonschema:"only requests in this status: open, accepted, planned, done or rejected"`
+	Status FeatureStatus `json:"status,omitempty" jsonschema:"only requests in this status: open, accepted, planned, done or rejected"`
 }
 
 // FeaturesOut lists feature requests.
@@ -109,7 +118,7 @@ func (s *Service) listFeatures(ctx context.Context, c *api.Call, in listFeatures
 			if err := json.Unmarshal(v, &f); err != nil {
 				return err
 			}
-			if (all || f.Requester == me) && (in.Status == "" || f.Status == in.Status) {
+			if (all || f.Requester == me) && (in.Status == "" || f.Status == string(in.Status)) {
 				out.Features = append(out.Features, f)
 			}
 			return nil
@@ -119,9 +128,9 @@ func (s *Service) listFeatures(ctx context.Context, c *api.Call, in listFeatures
 }
 
 type featureStatusIn struct {
-	ID     uint64 `json:"id"`
-	Status string `json:"status" jsonschema:"open, accepted, planned, done or rejected"`
-	Note   string `json:"note,omitempty" jsonschema:"at most 500 characters"`
+	ID     uint64        `json:"id"`
+	Status FeatureStatus `json:"status" jsonschema:"open, accepted, planned, done or rejected"`
+	Note   string        `json:"note,omitempty" jsonschema:"at most 500 characters"`
 }
 
 // notAFeatureStatus refuses a status that names no state of a feature
@@ -149,7 +158,7 @@ func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStat
 		if !ok {
 			return nil, protocol.Refusef(protocol.ReasonNotFound, "No feature request %d; see get_features.", in.ID)
 		}
-		f.Status, f.Note, f.DecidedBy, f.UpdatedAt = in.Status, in.Note, c.Principal.Identity.String(), protocol.Now()
+		f.Status, f.Note, f.DecidedBy, f.UpdatedAt = string(in.Status), in.Note, c.Principal.Identity.String(), protocol.Now()
 		return nil, putJSON(tx, featureKey(in.ID), &f)
 	})
 	return FeatureOut{Feature: f}, err
