@@ -41,6 +41,26 @@ const (
 	reqWithdrawn = "withdrawn"
 )
 
+// RequestStatus is a status of an access request, as a filter names it.
+type RequestStatus string
+
+// RequestStatuses are the statuses of an access request.
+var RequestStatuses = []RequestStatus{reqPending, reqInReview, reqApproved, reqRejected, reqDeferred, reqWithdrawn}
+
+// Decision is what a review of an access request decides.
+type Decision string
+
+// Decisions are what a review may decide.
+var Decisions = []Decision{"approve", "reject", "defer", "in_review"}
+
+// The filter and the review list their words in their input schemas; a
+// request as stored and shown keeps a plain string status, so that a
+// record stays valid if the set grows.
+var (
+	_ = api.InputEnum(RequestStatuses)
+	_ = api.InputEnum(Decisions)
+)
+
 // TokenRequest is an application for access.
 type TokenRequest struct {
 	ID            uint64     `json:"id"`
@@ -196,7 +216,7 @@ func (n *Node) getTokenRequest(ctx context.Context, c *api.Call, in requestIDIn)
 }
 
 type listRequestsIn struct {
-	Status string `json:"status,omitempty" jsonschema:"only requests in this status"`
+	Status RequestStatus `json:"status,omitempty" jsonschema:"only requests in this status"`
 }
 
 // TokenRequestsOut lists requests.
@@ -212,7 +232,7 @@ func (n *Node) listTokenRequests(ctx context.Context, c *api.Call, in listReques
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return err
 			}
-			if mayRead(c.Principal, &rec) == nil && (in.Status == "" || rec.Status == in.Status) {
+			if mayRead(c.Principal, &rec) == nil && (in.Status == "" || rec.Status == string(in.Status)) {
 				out.Requests = append(out.Requests, n.view(&rec))
 			}
 			return nil
@@ -223,14 +243,14 @@ func (n *Node) listTokenRequests(ctx context.Context, c *api.Call, in listReques
 
 type reviewIn struct {
 	ID            uint64   `json:"id"`
-	Decision      string   `json:"decision" jsonschema:"approve, reject, defer or in_review"`
+	Decision      Decision `json:"decision" jsonschema:"approve, reject, defer or in_review"`
 	Rights        []string `json:"rights,omitempty" jsonschema:"rights granted on approval; default write and pin"`
 	Reason        string   `json:"reason,omitempty" jsonschema:"required to reject; optional otherwise"`
 	Justification string   `json:"justification,omitempty" jsonschema:"required when granting lock"`
 }
 
 func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn) (TokenRequestOut, error) {
-	status := map[string]string{"approve": reqApproved, "reject": reqRejected, "defer": reqDeferred, "in_review": reqInReview}[in.Decision]
+	status := map[Decision]string{"approve": reqApproved, "reject": reqRejected, "defer": reqDeferred, "in_review": reqInReview}[in.Decision]
 	if status == "" {
 		return TokenRequestOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "decision: approve, reject, defer or in_review.").With("field", "decision").With("rule", "enum")
 	}
