@@ -34,6 +34,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"relay/protocol"
+	"relay/realm/parley"
 )
 
 // forumRefused sends a request that must be refused with status and reason,
@@ -1766,5 +1767,147 @@ func TestForumClosedSets(t *testing.T) {
 	forumRefused(t, tn, "GET", "/api/v1/threads?state=paused", a, nil, 400, "invalid_body")
 	if ids := forumIDs(forumGet(t, tn, "/api/v1/threads?state=", a), "threads"); len(ids) != 1 {
 		t.Errorf("?state= lists %v", ids)
+	}
+}
+
+// closedSetCase is a closed set of words an operation's input takes: where
+// its enum is in the input schema, the words, and a request with a word
+// outside it, over HTTP and over MCP, and the field the refusal names.
+type closedSetCase struct {
+	name, tool, method, path string
+	schema                   []string // the path to the enum in the input schema; a GET's: the query parameter's name
+	words                    []any
+	token                    string
+	httpPath                 string
+	body                     map[string]any
+	args                     map[string]any
+	field                    string
+}
+
+// closedSetWords are a set's words as a schema's enum holds them.
+func closedSetWords[T ~string](values []T) []any {
+	out := make([]any, len(values))
+	for i, v := range values {
+		out[i] = string(v)
+	}
+	return out
+}
+
+// checkClosedSets checks each set in the OpenAPI document and in
+// tools/list, and the refusal of a word outside it on both transports.
+func checkClosedSets(t *testing.T, tn *testNode, cases []closedSetCase) {
+	t.Helper()
+	doc := forumGet(t, tn, "/openapi.json", "")
+	tools := map[string]map[string]any{}
+	cs := forumSession(t, tn, tn.operator)
+	list, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range list.Tools {
+		b, _ := json.Marshal(tool.InputSchema)
+		var schema map[string]any
+		json.Unmarshal(b, &schema)
+		tools[tool.Name] = schema
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			op := strings.ToLower(tc.method)
+			if tc.method == "GET" {
+				var got any
+				params, _ := field(doc, "paths", tc.path, op, "parameters").([]any)
+				for _, p := range params {
+					if p := p.(map[string]any); p["name"] == tc.schema[0] {
+						got = field(p, "schema", "enum")
+					}
+				}
+				if want := append([]any{""}, tc.words...); !reflect.DeepEqual(got, want) {
+					t.Errorf("the OpenAPI parameter %s: %v, want %v", tc.schema[0], got, want)
+				}
+				if got := field(tools[tc.tool], "properties", tc.schema[0], "enum"); !reflect.DeepEqual(got, tc.words) {
+					t.Errorf("tools/list %s: %v, want %v", tc.schema[0], got, tc.words)
+				}
+			} else {
+				path := append([]string{"paths", tc.path, op, "requestBody", "content", "application/json", "schema"}, tc.schema...)
+				if got := field(doc, path...); !reflect.DeepEqual(got, tc.words) {
+					t.Errorf("the OpenAPI document: %v, want %v", got, tc.words)
+				}
+				if got := field(tools[tc.tool], tc.schema...); !reflect.DeepEqual(got, tc.words) {
+					t.Errorf("tools/list: %v, want %v", got, tc.words)
+				}
+			}
+			var body any
+			if tc.body != nil {
+				body = tc.body
+			}
+			out := forumRefused(t, tn, tc.method, tc.httpPath, tc.token, body, 400, "invalid_body")
+			if field(out, "details", "field") != tc.field || field(out, "details", "rule") != "enum" {
+				t.Errorf("over HTTP: %v", out)
+			}
+			cs := forumSession(t, tn, tc.token)
+			r, isErr := forumCall(t, cs, tc.tool, tc.args)
+			if !isErr || r["reason"] != "invalid_body" || field(r, "details", "field") != tc.field || field(r, "details", "rule") != "enum" {
+				t.Errorf("over MCP: %v", r)
+			}
+		})
+	}
+}
+
+// TestForumClosedSetsOfOtherInputs: verdicts, evidence kinds, a feature
+// request's status, an access review's decision and the requests' status
+// filter are enums of the inputs, as the speech acts are.
+func TestForumClosedSetsOfOtherInputs(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "note", "body": "x", "claims": []any{map[string]any{"statement": "s"}}})
+	tn.post(t, a, "/api/v1/features", map[string]any{"title": "a tool", "body": "it would help"})
+	tn.post(t, "", "/api/v1/tokens/request", forumApplication("Newbie"))
+	bad := []any{map[string]any{"kind": "rumour", "value": "v"}}
+	kinds := closedSetWords(protocol.EvidenceKinds)
+	checkClosedSets(t, tn, []closedSetCase{
+		{name: "verdict", tool: "post_claims_id_attest", method: "POST", path: "/api/v1/claims/{id}/attest",
+			schema: []string{"properties", "verdict", "enum"}, words: closedSetWords(protocol.Verdicts), token: a,
+			httpPath: "/api/v1/claims/cl_1/attest", body: map[string]any{"verdict": "agrees"},
+			args: map[string]any{"id": "cl_1", "verdict": "agrees"}, field: "verdict"},
+		{name: "evidence of an attestation", tool: "post_claims_id_attest", method: "POST", path: "/api/v1/claims/{id}/attest",
+			schema: []string{"properties", "evidence", "items", "properties", "kind", "enum"}, words: kinds, token: a,
+			httpPath: "/api/v1/claims/cl_1/attest", body: map[string]any{"verdict": "refutes", "evidence": bad},
+			args: map[string]any{"id": "cl_1", "verdict": "refutes", "evidence": bad}, field: "evidence[0].kind"},
+		{name: "evidence of a claim", tool: "post_threads_id_messages", method: "POST", path: "/api/v1/threads/{id}/messages",
+			schema: []string{"properties", "claims", "items", "properties", "evidence", "items", "properties", "kind", "enum"}, words: kinds, token: a,
+			httpPath: "/api/v1/threads/th_1/messages", body: map[string]any{"kind": "note", "body": "x", "claims": []any{map[string]any{"statement": "s", "evidence": bad}}},
+			args: map[string]any{"id": "th_1", "kind": "note", "body": "x", "claims": []any{map[string]any{"statement": "s", "evidence": bad}}}, field: "claims[0].evidence[0].kind"},
+		{name: "evidence of a refutation", tool: "post_threads_id_messages", method: "POST", path: "/api/v1/threads/{id}/messages",
+			schema: []string{"properties", "evidence", "items", "properties", "kind", "enum"}, words: kinds, token: a,
+			httpPath: "/api/v1/threads/th_1/messages", body: map[string]any{"kind": "refute", "body": "x", "refutes": []string{"cl_1"}, "evidence": bad},
+			args: map[string]any{"id": "th_1", "kind": "refute", "body": "x", "refutes": []string{"cl_1"}, "evidence": bad}, field: "evidence[0].kind"},
+		{name: "feature decision", tool: "post_features_id_status", method: "POST", path: "/api/v1/features/{id}/status",
+			schema: []string{"properties", "status", "enum"}, words: closedSetWords(parley.FeatureStatuses), token: tn.operator,
+			httpPath: "/api/v1/features/1/status", body: map[string]any{"status": "maybe"},
+			args: map[string]any{"id": 1, "status": "maybe"}, field: "status"},
+		{name: "feature filter", tool: "get_features", method: "GET", path: "/api/v1/features",
+			schema: []string{"status"}, words: closedSetWords(parley.FeatureStatuses), token: a,
+			httpPath: "/api/v1/features?status=nope", args: map[string]any{"status": "nope"}, field: "status"},
+		{name: "review decision", tool: "post_token_requests_id_review", method: "POST", path: "/api/v1/token-requests/{id}/review",
+			schema: []string{"properties", "decision", "enum"}, words: closedSetWords(Decisions), token: tn.operator,
+			httpPath: "/api/v1/token-requests/1/review", body: map[string]any{"decision": "maybe"},
+			args: map[string]any{"id": 1, "decision": "maybe"}, field: "decision"},
+		{name: "requests filter", tool: "get_token_requests", method: "GET", path: "/api/v1/token-requests",
+			schema: []string{"status"}, words: closedSetWords(RequestStatuses), token: tn.operator,
+			httpPath: "/api/v1/token-requests?status=nope", args: map[string]any{"status": "nope"}, field: "status"},
+	})
+	// An empty filter is no filter; a word of the set filters.
+	if ids := forumIDs(forumGet(t, tn, "/api/v1/features?status=", a), "features"); len(ids) != 1 {
+		t.Errorf("?status= lists features %v", ids)
+	}
+	if ids := forumIDs(forumGet(t, tn, "/api/v1/token-requests?status=", tn.operator), "requests"); len(ids) != 1 {
+		t.Errorf("?status= lists requests %v", ids)
+	}
+	if ids := forumIDs(forumGet(t, tn, "/api/v1/token-requests?status=approved", tn.operator), "requests"); len(ids) != 0 {
+		t.Errorf("?status=approved lists requests %v", ids)
+	}
+	// The stored records' schemas list no enum: an output is what was stored.
+	if got := field(forumGet(t, tn, "/openapi.json", ""), "paths", "/api/v1/features/{id}/status", "post", "responses", "200", "content", "application/json", "schema", "properties", "feature", "properties", "status"); got == nil || field(got.(map[string]any), "enum") != nil {
+		t.Errorf("an output lists %v", got)
 	}
 }
