@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+
+	"relay/realm/corpus"
 )
 
 // corpusAgent is a registered, onboarded corpus agent.
@@ -414,5 +417,52 @@ func TestCorpusAgents(t *testing.T) {
 	}
 	if status, out := tn.do(t, "GET", "/agents/ainotes:nobody", "", nil); status != 404 || corpusCode(out) != "not_found" {
 		t.Fatalf("unknown agent: %d %v", status, out)
+	}
+}
+
+// TestCorpusReadsClosedSets: the closed sets the corpus's reads take —
+// an edge's direction and state, a relationship type as a filter, a
+// snapshot's export — are enums of their query parameters (an empty value
+// is no value), and a word outside them is invalid_request naming the
+// field and the rule enum.
+func TestCorpusReadsClosedSets(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.registerAgent(t, true)
+	_, c, _ := tn.write(t, a, "/createConversation", "1", map[string]any{"subject": "S", "content": "x"})
+	msg := c["message_id"].(string)
+	paths := openAPIOf(t, tn)["paths"].(map[string]any)
+	enumOf := func(path, name string) []any {
+		for _, p := range asSlice(field(paths[path].(map[string]any), "get", "parameters")) {
+			if pm := p.(map[string]any); pm["name"] == name {
+				e, _ := field(pm, "schema", "enum").([]any)
+				return e
+			}
+		}
+		return nil
+	}
+	types := []any{""}
+	for _, rt := range corpus.RelationshipTypes {
+		types = append(types, rt.Type)
+	}
+	for _, tc := range []struct {
+		path, name string
+		want       []any
+		query      string
+	}{
+		{"/relationship-assertions", "direction", []any{"", "outgoing", "incoming", "both"}, "message_id=" + msg + "&direction=sideways"},
+		{"/relationship-assertions", "state", []any{"", "active", "all"}, "message_id=" + msg + "&state=retracted"},
+		{"/relationship-assertions", "relationship_type", types, "message_id=" + msg + "&relationship_type=likes"},
+		{"/corpus/snapshot.json", "export", []any{"", "conversations", "messages", "relationships", "relationship_retractions"}, "export=nope&at=1"},
+	} {
+		if got := enumOf(tc.path, tc.name); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s %s: enum %v, want %v", tc.path, tc.name, got, tc.want)
+		}
+		status, out := tn.do(t, "GET", tc.path+"?"+tc.query, "", nil)
+		if status != 400 || corpusCode(out) != "invalid_request" || field(out, "error", "details", "field") != tc.name || field(out, "error", "details", "rule") != "enum" {
+			t.Errorf("GET %s?%s: %d %v", tc.path, tc.query, status, out)
+		}
+	}
+	if status, out := tn.do(t, "GET", "/relationship-assertions?message_id="+msg+"&direction=&state=", "", nil); status != 200 {
+		t.Errorf("empty direction and state: %d %v", status, out)
 	}
 }

@@ -55,12 +55,12 @@ func (s *Service) operationToken(ctx context.Context, c *api.Call, _ api.NoInput
 }
 
 type pullIn struct {
-	ConversationID   string  `json:"conversation_id"`
-	After            *uint64 `json:"after,omitempty" jsonschema:"exclusive sequence cursor over the graph's records (messages and relationship assertions together): next.after of the previous call"`
-	At               *uint64 `json:"at,omitempty" jsonschema:"the snapshot sequence, inclusive; default the node's current sequence; keep next.at fixed while continuing"`
-	State            string  `json:"state,omitempty" jsonschema:"relationship edges as they stood at the snapshot: active (default) or all"`
-	Limit            *int    `json:"limit,omitempty" jsonschema:"records (messages plus edges) per call, 1..1000, default 100"`
-	MaxResponseBytes *int    `json:"max_response_bytes,omitempty" jsonschema:"byte budget of the whole serialized result (over MCP: the tool result with both copies, size metadata and SDK fields; over HTTP: the body); default 131072, 1..8388608"`
+	ConversationID   string    `json:"conversation_id"`
+	After            *uint64   `json:"after,omitempty" jsonschema:"exclusive sequence cursor over the graph's records (messages and relationship assertions together): next.after of the previous call"`
+	At               *uint64   `json:"at,omitempty" jsonschema:"the snapshot sequence, inclusive; default the node's current sequence; keep next.at fixed while continuing"`
+	State            edgeState `json:"state,omitempty" jsonschema:"relationship edges as they stood at the snapshot: active (default) or all"`
+	Limit            *int      `json:"limit,omitempty" jsonschema:"records (messages plus edges) per call, 1..1000, default 100"`
+	MaxResponseBytes *int      `json:"max_response_bytes,omitempty" jsonschema:"byte budget of the whole serialized result (over MCP: the tool result with both copies, size metadata and SDK fields; over HTTP: the body); default 131072, 1..8388608"`
 }
 
 // PullOut is a conversation graph, or a part of it, at a snapshot.

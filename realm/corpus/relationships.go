@@ -605,16 +605,41 @@ func (s *Service) getRetraction(ctx context.Context, c *api.Call, in retractionI
 	return s.retraction(in.RetractionID)
 }
 
+// The closed sets of words the relationship reads take: their input
+// schemas list them (api.InputEnum).
+type (
+	edgeDirection string // outgoing, incoming or both
+	edgeState     string // active or all, as of the snapshot
+	edgeType      string // a relationship type of the catalogue, as a filter
+)
+
+var (
+	edgeDirections = []edgeDirection{"outgoing", "incoming", "both"}
+	edgeStates     = []edgeState{"active", "all"}
+	_              = api.InputEnum(edgeDirections)
+	_              = api.InputEnum(edgeStates)
+	_              = api.InputEnum(edgeTypes())
+)
+
+// edgeTypes are the catalogue's relationship types, as filters.
+func edgeTypes() []edgeType {
+	out := make([]edgeType, len(RelationshipTypes))
+	for i, t := range RelationshipTypes {
+		out[i] = edgeType(t.Type)
+	}
+	return out
+}
+
 type relationshipsIn struct {
-	MessageID        string  `json:"message_id,omitempty" jsonschema:"the message whose edges to list (or conversation_id)"`
-	ConversationID   string  `json:"conversation_id,omitempty" jsonschema:"the conversation whose incident edges to list (or message_id)"`
-	Direction        string  `json:"direction,omitempty" jsonschema:"outgoing (default: from the message or conversation), incoming or both"`
-	RelationshipType string  `json:"relationship_type,omitempty"`
-	State            string  `json:"state,omitempty" jsonschema:"active (default) or all"`
-	AuthorID         string  `json:"author_id,omitempty" jsonschema:"the asserting author"`
-	After            *uint64 `json:"after,omitempty" jsonschema:"exclusive sequence cursor"`
-	At               *uint64 `json:"at,omitempty" jsonschema:"inclusive sequence bound; default the node's current sequence, returned"`
-	Limit            *int    `json:"limit,omitempty" jsonschema:"1..1000, default 100"`
+	MessageID        string        `json:"message_id,omitempty" jsonschema:"the message whose edges to list (or conversation_id)"`
+	ConversationID   string        `json:"conversation_id,omitempty" jsonschema:"the conversation whose incident edges to list (or message_id)"`
+	Direction        edgeDirection `json:"direction,omitempty" jsonschema:"outgoing (default: from the message or conversation), incoming or both"`
+	RelationshipType edgeType      `json:"relationship_type,omitempty"`
+	State            edgeState     `json:"state,omitempty" jsonschema:"active (default) or all"`
+	AuthorID         string        `json:"author_id,omitempty" jsonschema:"the asserting author"`
+	After            *uint64       `json:"after,omitempty" jsonschema:"exclusive sequence cursor"`
+	At               *uint64       `json:"at,omitempty" jsonschema:"inclusive sequence bound; default the node's current sequence, returned"`
+	Limit            *int          `json:"limit,omitempty" jsonschema:"1..1000, default 100"`
 }
 
 // RelationshipsOut is a page of relationships as they stood at At.
@@ -633,7 +658,7 @@ func (r RelationshipsOut) HTTPHeaders() http.Header { return r.page.headers() }
 // share: state is active (the default) or all; at is an inclusive bound,
 // the node's current sequence by default, and a later one is clamped, since
 // the answer could not stay fixed past what is stored; after is exclusive.
-func (s *Service) window(state *string, at, after *uint64) (atSeq, afterSeq uint64, err error) {
+func (s *Service) window(state *edgeState, at, after *uint64) (atSeq, afterSeq uint64, err error) {
 	if *state == "" {
 		*state = "active"
 	}
@@ -658,13 +683,13 @@ func (s *Service) listRelationships(ctx context.Context, c *api.Call, in relatio
 	switch {
 	case (in.MessageID == "") == (in.ConversationID == ""):
 		return RelationshipsOut{}, invalid("Give message_id or conversation_id (one of them).").With("field", "message_id")
-	case in.RelationshipType != "" && !knownRelationshipType(in.RelationshipType):
+	case in.RelationshipType != "" && !knownRelationshipType(string(in.RelationshipType)):
 		return RelationshipsOut{}, invalid("relationship_type %q is not in the catalogue; see GET /relationships.", in.RelationshipType).With("field", "relationship_type")
 	}
 	if in.Direction == "" {
 		in.Direction = "outgoing"
 	}
-	if !slices.Contains([]string{"outgoing", "incoming", "both"}, in.Direction) {
+	if !slices.Contains(edgeDirections, in.Direction) {
 		return RelationshipsOut{}, invalid("direction is incoming, outgoing or both.").With("field", "direction")
 	}
 	at, after, err := s.window(&in.State, in.At, in.After)
@@ -718,7 +743,7 @@ func (in *relationshipsIn) match(r *relRec, at uint64) bool {
 	switch {
 	case in.Direction == "outgoing" && !out,
 		in.Direction == "incoming" && !inc,
-		in.RelationshipType != "" && r.Type != in.RelationshipType,
+		in.RelationshipType != "" && r.Type != string(in.RelationshipType),
 		in.AuthorID != "" && r.Author != in.AuthorID,
 		in.State == "active" && r.RetractionID != "" && r.RetractionSequence <= at:
 		return false

@@ -450,10 +450,10 @@ func messagesQuery(in *messagesIn, next uint64) url.Values {
 // /corpus/snapshot.json
 
 type snapshotIn struct {
-	At     *uint64 `json:"at,omitempty" jsonschema:"the snapshot's sequence S from its first page; omitted on the first page, which takes the current sequence"`
-	Export string  `json:"export,omitempty" jsonschema:"one export's next page: conversations, messages, relationships or relationship_retractions (with at and after)"`
-	After  *uint64 `json:"after,omitempty" jsonschema:"exclusive sequence cursor within the export"`
-	Limit  *int    `json:"limit,omitempty" jsonschema:"records per export page, 1..1000, default 100"`
+	At     *uint64    `json:"at,omitempty" jsonschema:"the snapshot's sequence S from its first page; omitted on the first page, which takes the current sequence"`
+	Export exportName `json:"export,omitempty" jsonschema:"one export's next page: conversations, messages, relationships or relationship_retractions (with at and after)"`
+	After  *uint64    `json:"after,omitempty" jsonschema:"exclusive sequence cursor within the export"`
+	Limit  *int       `json:"limit,omitempty" jsonschema:"records per export page, 1..1000, default 100"`
 }
 
 // Export names of a snapshot.
@@ -465,6 +465,12 @@ const (
 )
 
 var exportNames = []string{exportConversations, exportMessages, exportRelationships, exportRetractions}
+
+// exportName names a snapshot's export in a request: one of exportNames,
+// which its input schema lists (api.InputEnum).
+type exportName string
+
+var _ = api.InputEnum([]exportName{exportConversations, exportMessages, exportRelationships, exportRetractions})
 
 // SnapshotOut is one page of a snapshot: on the first page every export's
 // first page, on later pages the one export asked for.
@@ -505,13 +511,13 @@ func (s *Service) snapshot(ctx context.Context, c *api.Call, in snapshotIn) (Sna
 	names := exportNames
 	switch {
 	case in.Export != "":
-		if !slices.Contains(exportNames, in.Export) {
+		if !slices.Contains(exportNames, string(in.Export)) {
 			return SnapshotOut{}, invalid("export is one of %s.", strings.Join(exportNames, ", ")).With("field", "export")
 		}
 		if in.At == nil {
 			return SnapshotOut{}, invalid("An export's next page keeps the snapshot's at: pass at=S.").With("field", "at")
 		}
-		names = []string{in.Export}
+		names = []string{string(in.Export)}
 	case in.After != nil:
 		return SnapshotOut{}, invalid("after pages one export: pass export too.").With("field", "export")
 	}
