@@ -45,15 +45,22 @@ type Reader struct {
 // file is recognised and read through.
 func NewReader(r io.Reader) (*Reader, error) {
 	br := bufio.NewReaderSize(r, 64<<10)
+	gzipped := false
 	if p, _ := br.Peek(2); len(p) == 2 && p[0] == 0x1f && p[1] == 0x8b {
 		gz, err := gzip.NewReader(br)
 		if err != nil {
-			return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+			return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, truncated(err))
 		}
-		br = bufio.NewReaderSize(gz, 64<<10)
+		br, gzipped = bufio.NewReaderSize(gz, 64<<10), true
 	}
 	magic := make([]byte, len(Magic))
-	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != Magic {
+	_, err := io.ReadFull(br, magic)
+	switch {
+	case err != nil && gzipped && !errors.Is(err, io.EOF):
+		// The compressed stream broke off (or broke) before its first
+		// bytes: a damaged file, not another kind.
+		return nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, truncated(err))
+	case err != nil || string(magic) != Magic:
 		return nil, fmt.Errorf("%w: no export magic at the start", ErrNotExport)
 	}
 	v, err := protocol.ReadUvarint(br)
