@@ -168,6 +168,11 @@ func importCommand() *cli.Command {
 			prog := newProgress(c.App.ErrWriter, "import")
 			start := time.Now()
 			if c.Bool("check") {
+				for _, f := range []string{"data", "key"} {
+					if c.IsSet(f) {
+						fmt.Fprintf(c.App.ErrWriter, "warning: --check reads the file only; --%s is not used\n", f)
+					}
+				}
 				sum, err := backup.Read(ctx, in, backup.Options{VerifyAll: c.Bool("verify-all"), Progress: prog.update}, backup.Sink{})
 				prog.done()
 				if err != nil {

@@ -66,8 +66,13 @@ func TestExportImportCommands(t *testing.T) {
 	}
 
 	_, stderr, err = relay(t, nil, "import", "--check", "--input", file)
-	if err != nil || !strings.Contains(stderr, "verifies: realm ainotes") || !strings.Contains(stderr, "with the realm key") {
+	if err != nil || !strings.Contains(stderr, "verifies: realm ainotes") || !strings.Contains(stderr, "with the realm key") || strings.Contains(stderr, "warning") {
 		t.Fatalf("check: %q %v", stderr, err)
+	}
+	// What a check does not use is said, not silently dropped.
+	_, stderr, err = relay(t, nil, "import", "--check", "--input", file, "--data", filepath.Join(work, "unused"))
+	if err != nil || !strings.Contains(stderr, "--data is not used") || !strings.Contains(stderr, "verifies") {
+		t.Fatalf("check with --data: %q %v", stderr, err)
 	}
 	dst := filepath.Join(work, "restored")
 	_, stderr, err = relay(t, nil, "import", "--data", dst, "--input", file)
