@@ -242,10 +242,7 @@ func openBadger(cfg Config) (*badger.DB, error) {
 		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
-		if err := checkManifest(cfg.Dir); err != nil {
-			return nil, err
-		}
-		if err := checkTables(cfg.Dir); err != nil {
+		if err := checkFiles(cfg.Dir); err != nil {
 			return nil, err
 		}
 		opts = badger.DefaultOptions(cfg.Dir)
@@ -292,6 +289,22 @@ func openBadger(cfg Config) (*badger.DB, error) {
 	return db, nil
 }
 
+// restoreAdvice ends the refusal of a store that lost or damaged files.
+const restoreAdvice = "restore the data directory from a backup or an export (relay import)"
+
+// checkFiles refuses, before Badger opens dir, a store whose files Badger
+// would take for an empty store (checkManifest) or crash on (checkTables).
+func checkFiles(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := checkManifest(dir, ents); err != nil {
+		return err
+	}
+	return checkTables(dir, ents)
+}
+
 // ErrNoManifest is returned by Open for a directory that holds a store's
 // files but not Badger's MANIFEST, which lists its tables: Badger would
 // start an empty one over them, and the node a new chain of its realm.
@@ -301,15 +314,11 @@ var ErrNoManifest = errors.New("store: Badger's MANIFEST is missing")
 // files it described are not: tables, value logs, memtable logs, the key
 // registry, or write-ahead segments. Badger writes its MANIFEST before any
 // of them, so only damage leaves them without one.
-func checkManifest(dir string) error {
+func checkManifest(dir string, ents []os.DirEntry) error {
 	if _, err := os.Stat(filepath.Join(dir, "MANIFEST")); !errors.Is(err, fs.ErrNotExist) {
 		return nil // there, or unreadable: Badger says so
 	}
 	var held []string
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
 	for _, e := range ents {
 		switch n := e.Name(); {
 		case strings.HasSuffix(n, ".sst"), strings.HasSuffix(n, ".vlog"), strings.HasSuffix(n, ".mem"), n == "KEYREGISTRY":
@@ -329,8 +338,8 @@ func checkManifest(dir string) error {
 	if len(held) > 4 {
 		held = append(held[:4], fmt.Sprintf("%d more", len(held)-4))
 	}
-	return fmt.Errorf("%w from %s, which holds %s: the store cannot be read without it, and is left as it is; restore the data directory from a backup or an export (relay import)",
-		ErrNoManifest, dir, strings.Join(held, ", "))
+	return fmt.Errorf("%w from %s, which holds %s: the store cannot be read without it, and is left as it is; %s",
+		ErrNoManifest, dir, strings.Join(held, ", "), restoreAdvice)
 }
 
 // ErrDamagedTable is returned by Open for a store holding a table whose
@@ -343,18 +352,13 @@ var ErrDamagedTable = errors.New("store: a table is damaged")
 // they point at without checking that it lies in the file, and a table cut
 // short crashes it, on a goroutine of its own where the panic cannot be
 // recovered. Badger itself verifies the index against its checksum.
-func checkTables(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("store: %w", err)
-	}
+func checkTables(dir string, ents []os.DirEntry) error {
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), ".sst") {
 			continue
 		}
 		if err := checkTableFooter(filepath.Join(dir, e.Name())); err != nil {
-			return fmt.Errorf("%w: %s %v; the store is left as it is: restore the data directory from a backup or an export (relay import)",
-				ErrDamagedTable, e.Name(), err)
+			return fmt.Errorf("%w: %s %v; the store is left as it is: %s", ErrDamagedTable, e.Name(), err, restoreAdvice)
 		}
 	}
 	return nil
@@ -415,7 +419,7 @@ func (s *Store) load() error {
 				// either the data is another program's, or the store lost
 				// its oldest writes (Badger's newest files, .mem, removed
 				// before they were flushed).
-				return errors.New("store: directory holds data but no schema version: not a relay store, or one that lost files; restore the data directory from a backup or an export (relay import)")
+				return errors.New("store: directory holds data but no schema version: not a relay store, or one that lost files; " + restoreAdvice)
 			}
 			return nil
 		case err != nil:
