@@ -18,6 +18,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/allow"
 	"relay/realm/session"
 	"relay/realm/web"
 	"relay/store"
@@ -51,9 +52,6 @@ func (n *Node) routes() http.Handler {
 	}))
 }
 
-// probeMethods are the methods a 405 may list in Allow.
-var probeMethods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
-
 // dispatch serves what the mux routes and answers the rest itself, as a
 // refusal: 405 with Allow when the path exists under other methods,
 // unknown_endpoint otherwise.
@@ -63,14 +61,7 @@ func (n *Node) dispatch(mux *http.ServeMux) http.Handler {
 			mux.ServeHTTP(w, r)
 			return
 		}
-		var allow []string
-		for _, m := range probeMethods {
-			probe := r.Clone(r.Context())
-			probe.Method = m
-			if _, pattern := mux.Handler(probe); pattern != "" {
-				allow = append(allow, m)
-			}
-		}
+		methods := allow.Of(mux, r, "")
 		surface := api.Corpus
 		if strings.HasPrefix(r.URL.Path, "/api/") {
 			surface = api.Parley
@@ -78,14 +69,14 @@ func (n *Node) dispatch(mux *http.ServeMux) http.Handler {
 		if hasCORS(r.URL.Path) {
 			setCORS(w.Header())
 		}
-		if len(allow) > 0 {
-			allow = append(allow, http.MethodOptions)
+		if len(methods) > 0 {
+			methods = append(methods, http.MethodOptions)
 			if r.Method == http.MethodOptions {
-				writePreflight(w, r, allow)
+				writePreflight(w, r, methods)
 				return
 			}
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(allow, ", ")), surface)
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			writeRefusalAs(w, protocol.Refusef(protocol.ReasonMethodNotAllowed, "%s is not allowed on %s; allowed: %s.", r.Method, r.URL.Path, strings.Join(methods, ", ")), surface)
 			return
 		}
 		if surface == api.Corpus {

@@ -17,6 +17,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/internal/allow"
 	"relay/realm/internal/clientaddr"
 	"relay/realm/session"
 	"relay/store"
@@ -148,17 +149,9 @@ func (c *Console) Handler() http.Handler {
 	h("/console/", func(w http.ResponseWriter, r *http.Request) {
 		// A path the console has, under other methods: 405, before any
 		// session or CSRF check (RFC 9110, section 15.5.6).
-		var allow []string
-		for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost} {
-			probe := r.Clone(r.Context())
-			probe.Method = m
-			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/console/" {
-				allow = append(allow, m)
-			}
-		}
-		if len(allow) > 0 {
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			http.Error(w, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", ")+".", http.StatusMethodNotAllowed)
+		if methods := allow.Of(mux, r, "/console/"); len(methods) > 0 {
+			w.Header().Set("Allow", strings.Join(methods, ", "))
+			http.Error(w, r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(methods, ", ")+".", http.StatusMethodNotAllowed)
 			return
 		}
 		pageOrMissing(w, r)
