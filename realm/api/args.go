@@ -24,11 +24,7 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 	if prop == nil {
 		return vals[0]
 	}
-	types := prop.Types
-	if prop.Type != "" {
-		types = []string{prop.Type}
-	}
-	has := func(t string) bool { return slices.Contains(types, t) }
+	has := schemaHas(prop)
 	if has("array") {
 		out := make([]any, 0, len(vals))
 		for _, v := range vals {
@@ -114,11 +110,18 @@ func clampWide(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage,
 // wantsInteger reports whether prop takes an integer and not text, as
 // ArgValue converts digits for.
 func wantsInteger(prop *jsonschema.Schema) bool {
+	has := schemaHas(prop)
+	return has("integer") && !has("string")
+}
+
+// schemaHas reports, for a JSON type's name, whether prop admits it: its
+// type, or else one of its types.
+func schemaHas(prop *jsonschema.Schema) func(string) bool {
 	types := prop.Types
 	if prop.Type != "" {
 		types = []string{prop.Type}
 	}
-	return slices.Contains(types, "integer") && !slices.Contains(types, "string")
+	return func(t string) bool { return slices.Contains(types, t) }
 }
 
 // isIntegerLiteral reports whether text is a JSON number without a
