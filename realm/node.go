@@ -229,6 +229,9 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		scfg.Now = cfg.Clock
 	}
 	st, err := store.Open(scfg)
+	if errors.Is(err, store.ErrOtherRealm) {
+		return nil, fmt.Errorf("%w; %s names realm %q: put back the realm's own name", err, filepath.Join(cfg.DataDir, "realm.json"), name)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -41,6 +41,10 @@ var (
 	// ErrSequence is returned by Restore when the store does not hold as
 	// many events as the op was queued after: a chunk before it failed.
 	ErrSequence = errors.New("store: not at the expected sequence")
+	// ErrOtherRealm is returned by Open when the store holds the chain of
+	// a realm other than Config.Realm signed with Config.Key: the data
+	// directory belongs to that realm.
+	ErrOtherRealm = errors.New("store: the store is another realm's")
 	// ErrReservedKey is returned by Set and Delete of a key under e/, m/ or x/:
 	// the store alone writes the log, its meta and the evidence.
 	ErrReservedKey = errors.New("store: reserved key")

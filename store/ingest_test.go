@@ -358,3 +358,40 @@ func testIngestChain(t *testing.T, ingest func(s *Store, ctx context.Context, ra
 		t.Fatalf("watcher saw %v", seen)
 	}
 }
+
+// A store opened under another realm name than the one whose chain its key
+// signed is refused: authoring on would start a second chain with the key.
+// Opened with another key (a replica's view of both realms), it is not.
+func TestOpenRefusesRenamedRealm(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := openTest(t, testConfig(dir))
+	if _, err := s.Submit(ctx, draftFn("t.a", "x")); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := remoteEvent(t, testKey(2), 1, cid.Undef, "r")
+	if _, err := s.Ingest(ctx, raw, verifyWith(testKey(2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(dir)
+	cfg.Realm = "renamed"
+	if s, err := Open(cfg); !errors.Is(err, ErrOtherRealm) {
+		if err == nil {
+			s.Close()
+		}
+		t.Fatalf("opened as another realm with the same key: %v, want ErrOtherRealm", err)
+	}
+	cfg.Key = testKey(3)
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("opened as another realm with its own key: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	openTest(t, testConfig(dir)) // as it was: opens
+}

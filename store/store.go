@@ -219,6 +219,11 @@ func Open(cfg Config) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := s.checkOwnChain(); err != nil {
+		s.closeWAL()
+		db.Close()
+		return nil, err
+	}
 	s.c = newCommitter(s)
 	// The disk is first read diskPoll after Open, not now: a node whose
 	// disk is nearly full still starts (its start-up writes are few) and
@@ -508,6 +513,32 @@ func (s *Store) load() error {
 			return nil
 		})
 	})
+}
+
+// checkOwnChain refuses a store whose log holds another realm's chain
+// signed with the local realm's key: the directory was that realm's, and
+// its name changed (realm.json edited, or --realm and the file disagreeing
+// some other way). Authoring on would sign a second chain with one key,
+// from seq 1, and peers would take the key for two realms. One event of
+// each realm held is verified, the head's.
+func (s *Store) checkOwnChain() error {
+	if s.cfg.Realm == "" || s.cfg.Key == nil {
+		return nil
+	}
+	pub := s.cfg.Key.Public().(ed25519.PublicKey)
+	for realm, h := range s.heads {
+		if protocol.Realm(realm) == s.cfg.Realm || h.Seq == 0 {
+			continue
+		}
+		se, err := s.EventAt(protocol.Realm(realm), h.Seq)
+		if err != nil {
+			return fmt.Errorf("store: reading realm %q's head: %w", realm, err)
+		}
+		if se.Event.Verify(pub) == nil {
+			return fmt.Errorf("%w: it holds realm %q's events, signed with this key, and is opened as realm %q", ErrOtherRealm, realm, s.cfg.Realm)
+		}
+	}
+	return nil
 }
 
 // Versioned is a projector that names what it derives. A projector whose
