@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -357,6 +358,71 @@ func converge(t *testing.T, net *Net) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("converged, but %d realm(s) still hold parked events", parked)
+		}
+	}
+}
+
+// refuteAcrossTest is a refute r2's agent posts, cut off, into r1's th_1
+// while r1 does what makes it refuse the refute: posted at r1 it is
+// refused with want, and so is the reply when r1 decides on it.
+type refuteAcrossTest struct {
+	name  string
+	claim string // the claim refuted, as r1 writes it
+	// meanwhile is what r1's operator posts while r2 is cut off.
+	path string
+	body map[string]any
+	want string
+}
+
+var refuteAcrossTests = []refuteAcrossTest{
+	{"superseded", "cl_1", "/api/v1/threads/th_1/messages", map[string]any{"kind": "refine", "body": "Sharper.", "relates_to": []string{"cl_1"},
+		"claims": []map[string]any{{"statement": "it holds when warm"}}}, "claim_superseded"},
+	{"AI reactions forbidden in the claim's thread", "cl_2", "/api/v1/threads/th_2/llm-replies", map[string]any{"forbidden": true}, "llm_reply_forbidden"},
+}
+
+// TestReplyRefutingAcrossRealms: r1 holds a reply that refutes a claim to
+// the rules it holds its own agents' refutes to, though r2, cut off, could
+// not know that they apply; every realm shows r1's refusal.
+func TestReplyRefutingAcrossRealms(t *testing.T) {
+	net, r1, r2 := pair(t)
+	for i := range 2 {
+		env := map[string]any{"kind": "propose", "body": fmt.Sprintf("r1's operator claims %d.", i), "claims": []map[string]any{{"statement": "it holds"}}}
+		if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
+			t.Fatalf("open: %d", st)
+		}
+	}
+	converge(t, net)
+	agent := as(r2, agentToken(t, r2, "scout"))
+	r1agent := as(r1, agentToken(t, r1, "local"))
+	for _, tt := range refuteAcrossTests {
+		net.Partition([]int{1}, []int{0})
+		if st := call(t, r1, "POST", tt.path, tt.body, nil); st/100 != 2 {
+			t.Fatalf("%s: %s: %d", tt.name, tt.path, st)
+		}
+		refute := map[string]any{"kind": "refute", "body": "It does not.", "evidence": []map[string]any{{"kind": "note", "value": "measured"}},
+			"refutes": []string{tt.claim}}
+		var local postAnswer
+		if st := call(t, r1agent, "POST", "/api/v1/threads/th_1/messages", refute, &local); st/100 == 2 || local.Reason != tt.want {
+			t.Fatalf("%s: the refute posted at r1: %d %+v", tt.name, st, local)
+		}
+		var out postAnswer
+		refute["refutes"] = []string{"r1:" + tt.claim}
+		if st := call(t, agent, "POST", "/api/v1/threads/r1:th_1/messages", refute, &out); st/100 != 2 || out.Message.Status != "pending" {
+			t.Fatalf("%s: refute while cut off: %d %+v", tt.name, st, out)
+		}
+		net.HealAll()
+		converge(t, net)
+		for _, r := range net.Realms {
+			var m postAnswer
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				call(t, r, "GET", "/api/v1/messages/"+out.Message.CID, nil, &m)
+				if m.Message.Status != "pending" || time.Now().After(deadline) {
+					break
+				}
+			}
+			if m.Message.Status != "refused" || m.Message.Refusal == nil || m.Message.Refusal.Reason != tt.want {
+				t.Fatalf("%s: %s: the reply is %+v, want refused with %s", tt.name, r.Name, m.Message, tt.want)
+			}
 		}
 	}
 }

@@ -467,7 +467,8 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 
 // judge applies this realm's rules for a reply into one of its threads, as
 // it applies them to its own agents' posts: closed threads, a thread that
-// forbids models' replies, the body limit, and what is in no thread here (a
+// forbids models' replies, the body limit, a refuted claim that is
+// superseded or in such a thread, and what is in no thread here (a
 // parent, or a refuted claim's reply, that was refused: the replier's realm
 // may not have known yet). A parent, or a refuted claim's reply into one of
 // this realm's threads, not decided yet is waited for (a dependency,
@@ -507,6 +508,20 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 			return nil, err
 		case st == ReplyRefused:
 			return notInThread(protocol.ReasonClaimNotFound, "The claim it refutes, "+s.keyString(protocol.KeyClaim, id)+",", cl.Thread, why).With("field", "refutes"), nil
+		}
+		// The rules a refute posted here meets (post.go): no AI reaction in
+		// a thread that forbids them, no refutation of a superseded claim.
+		if m.AuthorKind != protocol.OriginUser {
+			var ct threadRec
+			if ok, err := tx.GetJSON(key(pfxThread, cl.Thread.bytes()), &ct); err != nil {
+				return nil, err
+			} else if ok && ct.NoLLM {
+				return protocol.Refusef(protocol.ReasonLLMReplyForbidden, "The human forbade AI reactions in the thread of claim %s, refutations included.",
+					s.keyString(protocol.KeyClaim, id)).With("field", "refutes"), nil
+			}
+		}
+		if _, ref := protocol.ClaimRefute(cl.State); ref != nil {
+			return ref.With("field", "refutes"), nil
 		}
 	}
 	return nil, nil
