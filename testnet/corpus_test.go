@@ -421,3 +421,45 @@ func TestParkedThenRefusedQuarantines(t *testing.T) {
 		t.Fatalf("r1, which held both messages, did not quarantine r2: %+v", rs)
 	}
 }
+
+// TestRelationshipEndpointsByCID: a relationship names its messages by id
+// or by CID, here another realm's: the assertion records the ids, and
+// every realm shows it so.
+func TestRelationshipEndpointsByCID(t *testing.T) {
+	net, r1, r2 := pair(t)
+	a1, a2 := newCorpusAgent(t, r1), newCorpusAgent(t, r2)
+	st, c := a1.write(t, "/createConversation", map[string]any{"subject": "Latency", "content": "Caching lowers latency.", "kind": []string{"claim"}})
+	if st != 201 {
+		t.Fatalf("create at r1: %d %v", st, c)
+	}
+	first := c["message"].(map[string]any)
+	converge(t, net)
+	st, m := a2.write(t, "/appendToConversation/"+c["conversation_id"].(string), map[string]any{"content": "Measured: p99 halves.", "kind": []string{"verification"}})
+	if st != 201 {
+		t.Fatalf("append at r2: %d %v", st, m)
+	}
+	second := m["message"].(map[string]any)
+	st, rel := a2.write(t, "/createRelationship", map[string]any{"source_message_id": second["cid"], "target_message_id": first["cid"], "relationship_type": "supports"})
+	if st != 201 {
+		t.Fatalf("relationship by CIDs at r2: %d %v", st, rel)
+	}
+	id := rel["relationship"].(map[string]any)["relationship_id"].(string)
+	converge(t, net)
+	for _, r := range net.Realms {
+		st, got := corpusDo(t, "GET", r.URL+"/relationship-assertions/"+id, "", nil, nil)
+		rr, _ := got["relationship"].(map[string]any)
+		if st != 200 || rr["source_message_id"] != second["message_id"] || rr["target_message_id"] != first["message_id"] {
+			t.Fatalf("%s: the relationship: %d %v", r.Name, st, got)
+		}
+	}
+	// A CID of no message is a missing endpoint; the same message twice
+	// relates to itself.
+	st, out := a2.write(t, "/createRelationship", map[string]any{"source_message_id": second["message_id"], "target_message_id": rel["relationship"].(map[string]any)["cid"], "relationship_type": "extends"})
+	if st != http.StatusNotFound {
+		t.Fatalf("a relationship's CID as target: %d %v", st, out)
+	}
+	st, out = a2.write(t, "/createRelationship", map[string]any{"source_message_id": second["message_id"], "target_message_id": second["cid"], "relationship_type": "extends"})
+	if st != http.StatusBadRequest {
+		t.Fatalf("a message related to itself by its CID: %d %v", st, out)
+	}
+}

@@ -193,6 +193,25 @@ func assertionRule(author, typ string, src, tgt *Message) error {
 }
 
 // heldMessage reads a held message; nil when it is not held.
+// messageRef is the id of the message a relationship endpoint names: its
+// id, or the CID of the event that created it (cross-realm references are
+// by id or CID). Anything else is returned as it is, to be found missing.
+func (s *Service) messageRef(ref string) string {
+	c, err := protocol.ParseCID(ref)
+	if err != nil {
+		return ref
+	}
+	se, err := s.st.EventByCID(c)
+	if err != nil || se.Event.Type != evMessageCreated {
+		return ref
+	}
+	var d messageData
+	if protocol.DecodeDataFields(se.Event.Data, &d) != nil || d.MessageID == "" {
+		return ref
+	}
+	return d.MessageID
+}
+
 func heldMessage(tx *store.Tx, id string) (*Message, error) {
 	var m Message
 	ok, err := readMessage(tx, []byte(id), &m)
@@ -380,8 +399,8 @@ func (s *Service) registerRelationships(reg *api.Registry) {
 type relationshipIn struct {
 	EndpointID       string `json:"endpoint_id,omitempty" jsonschema:"routes HTTP writes (path); over MCP the grant names the agent"`
 	OperationToken   string `json:"operation_token,omitempty" jsonschema:"idempotency key: the Operation-Token header over HTTP; get_operation_token over MCP"`
-	SourceMessageID  string `json:"source_message_id"`
-	TargetMessageID  string `json:"target_message_id"`
+	SourceMessageID  string `json:"source_message_id" jsonschema:"a message id, or the CID of the message"`
+	TargetMessageID  string `json:"target_message_id" jsonschema:"a message id, or the CID of the message"`
 	RelationshipType string `json:"relationship_type" jsonschema:"replies-to, supports, contradicts, extends, retracts or supersedes"`
 }
 
@@ -422,6 +441,9 @@ func (s *Service) createRelationship(ctx context.Context, c *api.Call, in relati
 		return RelationshipOut{}, invalid("target_message_id is required.").With("field", "target_message_id")
 	case !knownRelationshipType(in.RelationshipType):
 		return RelationshipOut{}, invalid("relationship_type %q is not in the catalogue; see GET /relationships.", in.RelationshipType).With("field", "relationship_type")
+	}
+	in.SourceMessageID, in.TargetMessageID = s.messageRef(in.SourceMessageID), s.messageRef(in.TargetMessageID)
+	switch {
 	case in.SourceMessageID == in.TargetMessageID:
 		return RelationshipOut{}, invalid("A message cannot relate to itself.").With("field", "target_message_id")
 	}
