@@ -258,6 +258,40 @@ func TestOperatorsAreOfTheirRealm(t *testing.T) {
 	}
 }
 
+// TestAttesterRealmShown: every realm's operator is human:operator, so an
+// attestation names its attester's realm: r2's operator supporting a
+// claim of r1's operator is not r1's operator attesting its own claim,
+// and every realm says whose it is.
+func TestAttesterRealmShown(t *testing.T) {
+	net, r1, r2 := pair(t)
+	env := map[string]any{"kind": "propose", "body": "r1's operator claims.", "claims": []map[string]any{{"statement": "it holds"}}}
+	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", env, nil); st/100 != 2 {
+		t.Fatalf("open: %d", st)
+	}
+	converge(t, net)
+	if st := call(t, r2, "POST", "/api/v1/claims/r1:cl_1/attest", map[string]any{"verdict": "supports"}, nil); st/100 != 2 {
+		t.Fatalf("r2's operator attests: %d", st)
+	}
+	converge(t, net)
+	for _, r := range net.Realms {
+		var out struct {
+			Claim struct {
+				State        string `json:"state"`
+				Attestations []struct {
+					Realm string `json:"realm"`
+					By    struct {
+						Identity string `json:"identity"`
+					} `json:"by"`
+				} `json:"attestations"`
+			} `json:"claim"`
+		}
+		if st := call(t, r, "GET", "/api/v1/claims/r1:cl_1", nil, &out); st != http.StatusOK || out.Claim.State != "supported" ||
+			len(out.Claim.Attestations) != 1 || out.Claim.Attestations[0].Realm != "r2" || out.Claim.Attestations[0].By.Identity != "human:operator" {
+			t.Fatalf("%s: r1:cl_1: %d %+v", r.Name, st, out.Claim)
+		}
+	}
+}
+
 // TestReplierAwaited: an agent of r2 that answered in r1's thread took
 // part in it, though r1's decision joined its reply to the thread: when
 // r1's operator asks there next, the thread is in the agent's inbox at r2.

@@ -78,7 +78,7 @@ func (f *claimFact) before(g *claimFact) bool {
 // attestation is an attest fact as the claim shows it; refused is the rule
 // that kept it from counting, if one did.
 func (f *claimFact) attestation(refused protocol.Reason) attestation {
-	return attestation{Verdict: f.Verdict, By: f.By, Extension: f.Extension, Evidence: f.Evidence, Note: f.Note, At: f.At, CID: f.CID, Refused: refused}
+	return attestation{Verdict: f.Verdict, By: f.By, Realm: f.Realm, Extension: f.Extension, Evidence: f.Evidence, Note: f.Note, At: f.At, CID: f.CID, Refused: refused}
 }
 
 // claimBase is what a claim record written before facts were kept had

@@ -37,8 +37,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // thread, applied at once where the reply will not come (its realm is
 // refused here), and the reply, should it come, only joins the thread's
 // messages; facts on a claim of a realm refused here are kept aside until
-// the claim comes, rather than wait for it.
-func (projector) ProjectionVersion() string { return "parley/8" }
+// the claim comes, rather than wait for it. 9: an attestation names its
+// attester's realm.
+func (projector) ProjectionVersion() string { return "parley/9" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the

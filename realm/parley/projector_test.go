@@ -485,6 +485,8 @@ var goldenVersions = map[string]string{
 	// claims are kept aside: neither is in the scenario, which blocks no
 	// realm, so it projects as parley/7 did.
 	"parley/8": "300c3b24cb1488bad46ce3ac0f8f8fcc73806d4f53dba7d3156cae4235e91e6a",
+	// Attestations name their attester's realm.
+	"parley/9": "fcf170a241da2655d28290ac9f5cf11275da2973066742d266f646d2bd01a9c0",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

@@ -241,8 +241,11 @@ type claimRec struct {
 }
 
 type attestation struct {
-	Verdict   string              `json:"verdict"`
-	By        string              `json:"by"`
+	Verdict string `json:"verdict"`
+	By      string `json:"by"`
+	// Realm is the attester's: By alone names no one when it is a human
+	// (every realm's is human:<name>).
+	Realm     protocol.Realm      `json:"realm,omitempty"`
 	Extension string              `json:"extension,omitempty"`
 	Evidence  []protocol.Evidence `json:"evidence,omitempty"`
 	Note      string              `json:"note,omitempty"`

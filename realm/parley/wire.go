@@ -89,8 +89,10 @@ type ThreadOut struct {
 
 // Attestation is one verdict on a claim.
 type Attestation struct {
-	Verdict  string              `json:"verdict"`
-	By       From                `json:"by"`
+	Verdict string `json:"verdict"`
+	By      From   `json:"by"`
+	// Realm is the attester's: every realm's human is human:<name>.
+	Realm    string              `json:"realm" jsonschema:"the attester's realm"`
 	Evidence []protocol.Evidence `json:"evidence"`
 	Note     string              `json:"note,omitempty"`
 	At       time.Time           `json:"at"`
@@ -209,7 +211,7 @@ func (s *Service) claimOut(c *claimRec) ClaimOut {
 		RefutedBy: []string{}, SealedBy: c.SealedBy, SealedAt: c.SealedAt, CreatedAt: c.CreatedAt, UpdatedAt: c.UpdatedAt,
 	}
 	for _, a := range c.Attestations {
-		out.Attestations = append(out.Attestations, Attestation{Verdict: a.Verdict, By: From{Identity: a.By, Extension: a.Extension},
+		out.Attestations = append(out.Attestations, Attestation{Verdict: a.Verdict, By: From{Identity: a.By, Extension: a.Extension}, Realm: string(a.Realm),
 			Evidence: nonNil(a.Evidence), Note: a.Note, At: a.At, CID: a.CID, Refused: string(a.Refused)})
 	}
 	for _, r := range c.RefutedBy {
