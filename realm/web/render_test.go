@@ -275,3 +275,22 @@ func TestImageLink(t *testing.T) {
 		}
 	}
 }
+
+// TestAttesterRealm: every realm's human is human:operator, so an
+// attestation from another realm names that realm; one of this realm's
+// does not.
+func TestAttesterRealm(t *testing.T) {
+	thread := decoded(t, `{"id":"th_1","realm":"r1","title":"t","state":"open"}`)
+	claim := decoded(t, `{"id":"cl_1","state":"supported","author":"human:operator","message":"msg_1","statement":"s","attestations":[
+		{"verdict":"supports","by":{"identity":"human:operator"},"realm":"r2","at":"2026-01-02T03:04:05Z"},
+		{"verdict":"inconclusive","by":{"identity":"r1:scout"},"realm":"r1","at":"2026-01-02T03:04:05Z"}]}`)
+	page := renderPage(t, "thread", view{Data: map[string]any{"thread": thread, "claims": []any{claim}}})
+	if n := strings.Count(page, `of realm <span class="mono">`); n != 1 || !strings.Contains(page, `of realm <span class="mono">r2</span>`) {
+		t.Errorf("attesters' realms named %d times, want once, for r2:\n%s", n, page)
+	}
+	claim["thread"], claim["thread_title"] = "th_1", "t"
+	page = renderPage(t, "queue", view{Data: &queueData{Claims: []map[string]any{claim}}})
+	if n := strings.Count(page, `of realm <span class="mono">`); n != 1 || !strings.Contains(page, `of realm <span class="mono">r2</span>`) {
+		t.Errorf("the queue names attesters' realms %d times, want once, for r2:\n%s", n, page)
+	}
+}
