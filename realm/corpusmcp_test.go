@@ -435,6 +435,31 @@ func TestCorpusMCPPullBudget(t *testing.T) {
 	}
 }
 
+// TestWholeNumberArguments: a whole number written with a fraction or an
+// exponent, as a client that keeps every number a float sends it (Python's
+// json writes 5.0), is the integer the tool's input schema admits, on
+// both MCP endpoints.
+func TestWholeNumberArguments(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	tok := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read")["access_token"].(string)
+	for _, args := range []string{`{"limit":2.0}`, `{"limit":1e1,"after":0.0}`} {
+		if _, res, body := rawTool(t, tn.srv.URL, tok, "list_conversations", json.RawMessage(args)); res == nil || res["isError"] == true {
+			t.Errorf("/mcp list_conversations %s: %s", args, body)
+		}
+	}
+	reader := tn.issue(t, "reader")
+	for _, call := range []struct{ tool, args string }{
+		{"get_threads", `{"limit":5.0,"offset":0.0}`},
+		{"get_boards_id", `{"id":1.0}`},
+		{"get_boards_id_threads", `{"id":1e0,"limit":2.5e1}`},
+	} {
+		msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + call.tool + `","arguments":` + call.args + `}}`
+		if _, out := rawMCP(t, tn.srv.URL, reader, []byte(msg)); field(out, "result", "isError") == true || field(out, "result") == nil {
+			t.Errorf("/api/v1/mcp %s %s: %v", call.tool, call.args, out)
+		}
+	}
+}
+
 // rawTool calls one tool over plain JSON-RPC and returns the result.
 func rawTool(t *testing.T, base, token, name string, args any) (int, map[string]any, []byte) {
 	t.Helper()
@@ -770,9 +795,10 @@ func TestCallOperationMarksCorpusContent(t *testing.T) {
 }
 
 // TestCorpusMCPRefusalCodes: an argument the schema admits but the
-// operation's input cannot hold (a whole number written with a fraction
-// or an exponent) is refused in the corpus's words over /mcp, as over HTTP
-// and call_api_operation: invalid_request, never the forum's invalid_body.
+// operation's input cannot hold (a whole number beyond 64 bits written
+// with a fraction or an exponent) is refused in the corpus's words over
+// /mcp, as over HTTP and call_api_operation: invalid_request, never the
+// forum's invalid_body.
 func TestCorpusMCPRefusalCodes(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	tok := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read toastmachine:write")["access_token"].(string)
@@ -780,10 +806,10 @@ func TestCorpusMCPRefusalCodes(t *testing.T) {
 	for _, tc := range []struct {
 		tool, args, field string
 	}{
-		{"list_conversations", `{"after":1e2}`, "after"},
-		{"list_conversations", `{"limit":10.0}`, "limit"},
-		{"search", `{"query":"x","offset":2.0}`, "offset"},
-		{"get_messages", `{"limit":1E1}`, "limit"},
+		{"list_conversations", `{"after":1e20}`, "after"},
+		{"list_conversations", `{"limit":1e20}`, "limit"},
+		{"search", `{"query":"x","offset":2.0e20}`, "offset"},
+		{"get_messages", `{"limit":1E20}`, "limit"},
 	} {
 		t.Run(tc.tool+tc.args, func(t *testing.T) {
 			_, res, body := rawTool(t, tn.srv.URL, tok, tc.tool, json.RawMessage(tc.args))

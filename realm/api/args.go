@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -105,6 +106,83 @@ func clampWide(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage,
 		return nil, false
 	}
 	return b, true
+}
+
+// wholeIntegers writes a whole number given with a fraction or an
+// exponent (2.0, 1e2, 0.5e1) as the integer it is, in top-level arguments
+// whose schema takes an integer, as clampWide reads them: JSON Schema
+// counts such a number an integer, encoding/json does not. A number beyond
+// 64 bits stays as written, for the bind to refuse by its bounds. ok
+// reports whether one changed.
+func wholeIntegers(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage, ok bool) {
+	var members map[string]json.RawMessage
+	if json.Unmarshal(args, &members) != nil {
+		return nil, false
+	}
+	changed := false
+	for name, raw := range members {
+		prop := Property(s, name)
+		if prop == nil || !schemaHas(prop)("integer") {
+			continue
+		}
+		if text, whole := wholeLiteral(string(raw)); whole {
+			members[name] = json.RawMessage(text)
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, false
+	}
+	b, err := json.Marshal(members)
+	if err != nil {
+		return nil, false
+	}
+	return b, true
+}
+
+// maxWholeExponent bounds the exponent wholeLiteral reads: any larger one
+// is of a number beyond 64 bits, or of a fraction (or zero) it leaves
+// alone, and is not worth the zeros it would write.
+const maxWholeExponent = 40
+
+// wholeLiteral is the integer literal of text, a JSON number with a
+// fraction or an exponent, when its value is a whole number within 64
+// bits, read from its decimal digits exactly (no float rounding).
+func wholeLiteral(text string) (string, bool) {
+	if isIntegerLiteral(text) {
+		return "", false
+	}
+	neg := strings.HasPrefix(text, "-")
+	mant, exp := strings.TrimPrefix(text, "-"), 0
+	if i := strings.IndexAny(mant, "eE"); i >= 0 {
+		e, err := strconv.Atoi(mant[i+1:])
+		if err != nil || e < -maxWholeExponent || e > maxWholeExponent {
+			return "", false
+		}
+		mant, exp = mant[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	point := len(intPart) + exp // the decimal point's place in digits
+	trimmed := strings.TrimLeft(digits, "0")
+	point -= len(digits) - len(trimmed)
+	digits = trimmed
+	if digits == "" {
+		return "0", true
+	}
+	if point <= 0 || strings.TrimRight(digits[min(point, len(digits)):], "0") != "" {
+		return "", false // a fraction
+	}
+	out := digits[:min(point, len(digits))] + strings.Repeat("0", max(point-len(digits), 0))
+	if neg {
+		out = "-" + out
+		if _, err := strconv.ParseInt(out, 10, 64); err != nil {
+			return "", false
+		}
+	} else if _, err := strconv.ParseUint(out, 10, 64); err != nil {
+		return "", false
+	}
+	return out, true
 }
 
 // wantsInteger reports whether prop takes an integer and not text, as

@@ -208,3 +208,81 @@ func TestInvokeBeyond64Bits(t *testing.T) {
 		}
 	}
 }
+
+// TestInvokeWholeNumbers: a whole number written with a fraction or an
+// exponent is the integer it is, as JSON Schema and so the input schema
+// say, for a client that keeps every number a float (2.0), with or
+// without an interface in the input; a fraction, a number beyond 64 bits
+// and members deeper down are refused as before.
+func TestInvokeWholeNumbers(t *testing.T) {
+	type in struct {
+		N   int64           `json:"n,omitempty"`
+		U   *uint8          `json:"u,omitempty"`
+		ID  protocol.KeyRef `json:"id,omitempty"`
+		Sub *struct {
+			N int64 `json:"n"`
+		} `json:"sub,omitempty"`
+	}
+	type withInterface struct {
+		N   int64           `json:"n,omitempty"`
+		U   *uint8          `json:"u,omitempty"`
+		ID  protocol.KeyRef `json:"id,omitempty"`
+		Sub *struct {
+			N int64 `json:"n"`
+		} `json:"sub,omitempty"`
+		Any any `json:"any,omitempty"`
+	}
+	var got in
+	plain := Define("get_whole", "GET", "/whole", "test", Public, func(_ context.Context, _ *Call, v in) (struct{}, error) {
+		got = v
+		return struct{}{}, nil
+	})
+	withAny := Define("get_whole_any", "GET", "/whole/any", "test", Public, func(_ context.Context, c *Call, v withInterface) (struct{}, error) {
+		got = in{N: v.N, U: v.U, ID: v.ID}
+		return struct{}{}, nil
+	})
+	for _, op := range []*Operation{plain, withAny} {
+		// A key or its number, as the forum's operations take it.
+		op.Input.Properties["id"].Type, op.Input.Properties["id"].Types = "", []string{"string", "integer"}
+	}
+	NewRegistry().Add(plain, withAny)
+	for _, tc := range []struct {
+		args        string
+		n           int64
+		u           uint8
+		id          string
+		field, rule string
+	}{
+		{args: `{"n":2.0}`, n: 2},
+		{args: `{"n":1e2}`, n: 100},
+		{args: `{"n":1E+2,"u":2.50e1}`, n: 100, u: 25},
+		{args: `{"n":-3.000}`, n: -3},
+		{args: `{"n":0.5e1}`, n: 5},
+		{args: `{"n":-0.0}`, n: 0},
+		{args: `{"n":922337203685477580.7e1}`, n: math.MaxInt64},
+		{args: `{"id":12.0}`, id: "12"},
+		{args: `{"n":2.5}`, field: "n", rule: "type"},
+		{args: `{"n":1e19}`, field: "n", rule: "maximum"},
+		{args: `{"u":2.56e2}`, field: "u", rule: "maximum"},
+		{args: `{"sub":{"n":2.0}}`, field: "sub.n", rule: "type"},
+	} {
+		for _, op := range []*Operation{plain, withAny} {
+			got = in{}
+			_, err := NewRegistry().Invoke(context.Background(), nil, op, json.RawMessage(tc.args))
+			if tc.field != "" {
+				var ref *protocol.Refusal
+				if !errors.As(err, &ref) || ref.Details["field"] != tc.field || ref.Details["rule"] != tc.rule {
+					t.Errorf("%s %s: %v, want field %q rule %s", op.Key, tc.args, err, tc.field, tc.rule)
+				}
+				continue
+			}
+			u := uint8(0)
+			if got.U != nil {
+				u = *got.U
+			}
+			if err != nil || got.N != tc.n || u != tc.u || string(got.ID) != tc.id {
+				t.Errorf("%s %s: n=%d u=%d id=%q, %v; want n=%d u=%d id=%q", op.Key, tc.args, got.N, u, string(got.ID), err, tc.n, tc.u, tc.id)
+			}
+		}
+	}
+}

@@ -207,8 +207,9 @@ func TestBindRefusal(t *testing.T) {
 		{`{"n":-2e3}`, "n", "minimum"},
 		{`{"n":1e300}`, "n", "maximum"},
 		{`{"i":300}`, "i", "maximum"},
-		{`{"n":1e2}`, "n", "type"}, // a whole number, but Go reads an integer only without an exponent
-		{`{"n":2.0}`, "n", "type"},
+		{`{"n":1e20}`, "n", "maximum"}, // whole, but beyond 64 bits
+		{`{"n":-2.0}`, "n", "minimum"},
+		{`{"l":[{"k":2.0}]}`, "l.k", "type"},                // whole numbers are read as integers at the top level only
 		{`{"l":[{"k":1},{"k":-200}]}`, "l[1].k", "minimum"}, // the schema bounds an int8
 	} {
 		_, err := NewRegistry().Invoke(context.Background(), nil, op, json.RawMessage(tc.args))

@@ -138,10 +138,13 @@ type Call struct {
 }
 
 // Bind decodes the call's arguments into v.
-func (c *Call) Bind(v any) error {
-	dec := json.NewDecoder(bytes.NewReader(c.Args))
+func (c *Call) Bind(v any) error { return c.bind(v, decodeNumbers) }
+
+// decodeNumbers is json.Unmarshal with UseNumber.
+func decodeNumbers(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
-	return bindRefusal(dec.Decode(v))
+	return dec.Decode(v)
 }
 
 // bindPlain is Bind for a v that reaches no interface, over arguments that
@@ -150,7 +153,34 @@ func (c *Call) Bind(v any) error {
 // decoder reads the one value as Unmarshal does, with the same errors: so
 // Unmarshal decodes the same, without the decoder and its copy of the
 // arguments.
-func (c *Call) bindPlain(v any) error { return bindRefusal(json.Unmarshal(c.Args, v)) }
+func (c *Call) bindPlain(v any) error { return c.bind(v, json.Unmarshal) }
+
+// bind decodes the arguments into v. encoding/json reads an integer only
+// from digits alone, where the input schema (JSON Schema: a number with a
+// zero fraction is an integer) and so the validator admit 2.0 or 1e2 too,
+// as clients that keep every number a float send them: after a failed
+// decode, such arguments are written as the integers they are and decoded
+// again, the handler given them so.
+func (c *Call) bind(v any, decode func([]byte, any) error) error {
+	err := decode(c.Args, v)
+	if err == nil || c.Op == nil {
+		return bindRefusal(err)
+	}
+	whole, ok := wholeIntegers(c.Op.Input, c.Args)
+	if !ok {
+		return bindRefusal(err)
+	}
+	rv := reflect.ValueOf(v)
+	if rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return bindRefusal(err)
+	}
+	rv.Elem().SetZero()
+	if err := decode(whole, v); err != nil {
+		return bindRefusal(err)
+	}
+	c.Args = whole
+	return nil
+}
 
 // reachesInterface reports whether a value of type t can hold an interface
 // value that encoding/json fills: in a field, an element, a map's key or
