@@ -192,7 +192,7 @@ func emptyPageCursor(after *uint64) *uint64 {
 }
 
 type messageIDIn struct {
-	MessageID string `json:"message_id"`
+	MessageID string `json:"message_id" jsonschema:"the message's id, or its CID"`
 }
 
 // MessageOut is one message.
@@ -202,8 +202,9 @@ type MessageOut struct {
 
 func (s *Service) getMessage(ctx context.Context, c *api.Call, in messageIDIn) (MessageOut, error) {
 	var out MessageOut
+	id := s.messageRef(in.MessageID) // a message's id, or its CID
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := readMessage(tx, []byte(in.MessageID), &out.Message)
+		ok, err := readMessage(tx, []byte(id), &out.Message)
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No message %q.", in.MessageID)
 		}
@@ -321,7 +322,7 @@ func (s *Service) conversationHas(tx *store.Tx, conv, tag string, kinds []string
 }
 
 type conversationIDIn struct {
-	ConversationID string `json:"conversation_id"`
+	ConversationID string `json:"conversation_id" jsonschema:"the conversation's id, or its CID (the CID of the message that created it)"`
 }
 
 // ConversationOut is one conversation's metadata.
@@ -331,8 +332,15 @@ type ConversationOut struct {
 
 func (s *Service) getConversation(ctx context.Context, c *api.Call, in conversationIDIn) (ConversationOut, error) {
 	var out ConversationOut
+	id := in.ConversationID
+	if d, ok := s.createdBy(id); ok {
+		id = d.ConversationID // the CID of the event that created it, checked below
+	}
 	err := s.st.View(func(tx *store.Tx) error {
-		ok, err := readConversation(tx, []byte(in.ConversationID), &out.Conversation)
+		ok, err := readConversation(tx, []byte(id), &out.Conversation)
+		if ok && id != in.ConversationID && out.Conversation.CID != in.ConversationID {
+			ok = false // the CID of a later message of the conversation
+		}
 		if err == nil && !ok {
 			err = protocol.Refusef(protocol.ReasonNotFound, "No conversation %q.", in.ConversationID)
 		}

@@ -192,26 +192,35 @@ func assertionRule(author, typ string, src, tgt *Message) error {
 	return nil
 }
 
-// heldMessage reads a held message; nil when it is not held.
 // messageRef is the id of the message a relationship endpoint names: its
 // id, or the CID of the event that created it (cross-realm references are
 // by id or CID). Anything else is returned as it is, to be found missing.
 func (s *Service) messageRef(ref string) string {
+	if d, ok := s.createdBy(ref); ok {
+		return d.MessageID
+	}
+	return ref
+}
+
+// createdBy is what the message.created event whose CID is ref recorded;
+// false when ref is no CID, or not one of such an event held here.
+func (s *Service) createdBy(ref string) (messageData, bool) {
+	var d messageData
 	c, err := protocol.ParseCID(ref)
 	if err != nil {
-		return ref
+		return d, false
 	}
 	se, err := s.st.EventByCID(c)
 	if err != nil || se.Event.Type != evMessageCreated {
-		return ref
+		return d, false
 	}
-	var d messageData
 	if protocol.DecodeDataFields(se.Event.Data, &d) != nil || d.MessageID == "" {
-		return ref
+		return d, false
 	}
-	return d.MessageID
+	return d, true
 }
 
+// heldMessage reads a held message; nil when it is not held.
 func heldMessage(tx *store.Tx, id string) (*Message, error) {
 	var m Message
 	ok, err := readMessage(tx, []byte(id), &m)
