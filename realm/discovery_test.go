@@ -490,4 +490,30 @@ func TestOpenAPIQuery(t *testing.T) {
 	}
 }
 
+// TestOpenAPIArrayItems: a schema that admits an array says what the array
+// holds. JSON Schema 2020-12 allows an array schema without items, but then
+// any element validates and generators type the array as unknown; linters
+// (Spectral's array-items) refuse it.
+func TestOpenAPIArrayItems(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			typ := v["type"]
+			if (typ == "array" || slices.Contains(asSlice(typ), any("array"))) && v["items"] == nil && v["prefixItems"] == nil {
+				t.Errorf("%s: an array schema without items: %v", at, v)
+			}
+			for k, e := range v {
+				walk(at+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(at+"/"+itoa(uint64(i)), e)
+			}
+		}
+	}
+	walk("#", openAPIOf(t, tn))
+}
+
 func asSlice(v any) []any { s, _ := v.([]any); return s }

@@ -339,7 +339,8 @@ func openAPIDoc(n *Node, r *http.Request, d *docData) (any, error) {
 			"requestBody": oaObject{"required": true, "content": oaObject{mediaJSON: oaObject{"schema": jsonRPC}}},
 			"responses": oaObject{
 				"200": oaObject{"description": "the JSON-RPC answer (an array for a batch), as JSON or an event stream",
-					"content": oaObject{mediaJSON: oaObject{"schema": oaObject{"type": []string{"object", "array"}, "description": "a JSON-RPC 2.0 response, or a batch's"}},
+					"content": oaObject{mediaJSON: oaObject{"schema": oaObject{"type": []string{"object", "array"}, "description": "a JSON-RPC 2.0 response, or a batch's",
+						"items": oaObject{"type": "object", "description": "a JSON-RPC 2.0 response"}}},
 						mediaSSE: oaObject{"schema": oaObject{"type": "string"}}}},
 				"202": oaObject{"description": "a notification or response was accepted"},
 				"400": oaObject{"description": "not a JSON-RPC message, or headers the transport refuses: a JSON-RPC error with id null",
