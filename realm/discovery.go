@@ -40,6 +40,8 @@ type document struct {
 	hidden bool
 	// csp is the Content-Security-Policy of an HTML document (htmlCSP).
 	csp string
+	// profile is the profile parameter of the Content-Type, if any.
+	profile string
 }
 
 const docCache = "public, max-age=300"
@@ -123,7 +125,7 @@ func init() {
 			render: textDoc(guideTmpl), before: onboard, cache: "no-cache"},
 		{Path: "/how-to-use", MediaType: mediaMarkdown, Title: "How to use the corpus, with the integrator security contract", render: textDoc(howToTmpl)},
 		{Path: "/openapi.json", MediaType: mediaJSON, Title: "OpenAPI 3.1 description of every HTTP operation", render: jsonDoc(openAPIDoc)},
-		{Path: apiCatalogPath, MediaType: mediaLinkset, Title: "API catalog (RFC 9727 linkset)", render: jsonDoc(apiCatalog)},
+		{Path: apiCatalogPath, MediaType: mediaLinkset, Title: "API catalog (RFC 9727 linkset)", render: jsonDoc(apiCatalog), profile: apiCatalogProfile},
 		{Path: apiCatalogPath + ".json", MediaType: mediaJSON, Title: "API catalog as plain JSON", render: jsonDoc(apiCatalog), hidden: true},
 		{Path: "/service.json", MediaType: mediaJSON, Title: "Service description (JSON)", render: jsonDoc(serviceJSON)},
 		{Path: "/service.jsonld", MediaType: mediaJSONLD, Title: "Service description (JSON-LD)", render: jsonDoc(serviceJSONLD)},
@@ -139,6 +141,10 @@ func init() {
 }
 
 const apiCatalogPath = "/.well-known/api-catalog"
+
+// apiCatalogProfile tells a linkset that is an API catalog from any other
+// (RFC 9727, section 4.2).
+const apiCatalogProfile = "https://www.rfc-editor.org/info/rfc9727"
 
 // onboard records that an agent read the guide: a GET (a 304 included:
 // the agent holds the text) with its credential. HEAD reads nothing.
@@ -176,7 +182,7 @@ func (n *Node) serveDocument(doc document) http.Handler {
 			writeRefusalAs(w, n.safe(err, doc.Path), api.Corpus)
 			return
 		}
-		rep := representation{mediaType: doc.MediaType, body: body, cacheControl: doc.cache}
+		rep := representation{mediaType: doc.MediaType, profile: doc.profile, body: body, cacheControl: doc.cache}
 		if rep.cacheControl == "" {
 			rep.cacheControl = docCache
 		}

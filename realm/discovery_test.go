@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"mime"
 	"net/http"
 	"os"
 	"os/exec"
@@ -269,6 +270,10 @@ func TestDiscoveryContent(t *testing.T) {
 	}
 	if status != 200 || mediaOf(hdr) != mediaLinkset || json.Unmarshal(body, &cat) != nil || len(cat.Linkset) != 1 {
 		t.Fatalf("api-catalog: %d %s %s", status, hdr.Get("Content-Type"), body)
+	}
+	// RFC 9727, section 4.2: the linkset names the api-catalog profile.
+	if _, params, err := mime.ParseMediaType(hdr.Get("Content-Type")); err != nil || params["profile"] != "https://www.rfc-editor.org/info/rfc9727" {
+		t.Errorf("api-catalog: Content-Type %q lacks the RFC 9727 profile", hdr.Get("Content-Type"))
 	}
 	desc := cat.Linkset[0]["service-desc"].([]any)[0].(map[string]any)
 	if cat.Linkset[0]["anchor"] != tn.srv.URL+"/" || desc["href"] != tn.srv.URL+"/openapi.json" {

@@ -112,6 +112,7 @@ type representation struct {
 	body         []byte
 	lastModified time.Time // zero: no Last-Modified
 	cacheControl string    // empty: leave the header as it is
+	profile      string    // the Content-Type's profile parameter; empty: none
 	signal       bool      // a canonical corpus resource: Content-Signal
 }
 
@@ -145,7 +146,11 @@ func (rep *representation) write(w http.ResponseWriter, r *http.Request, status 
 		w.WriteHeader(http.StatusNotModified)
 		return http.StatusNotModified
 	}
-	h.Set("Content-Type", contentType(rep.mediaType))
+	ct := contentType(rep.mediaType)
+	if rep.profile != "" {
+		ct += `; profile="` + rep.profile + `"`
+	}
+	h.Set("Content-Type", ct)
 	h.Set("Content-Length", strconv.Itoa(len(rep.body)))
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
