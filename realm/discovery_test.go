@@ -304,6 +304,42 @@ func TestDiscoveryContent(t *testing.T) {
 	}
 }
 
+// TestLLMsTxtLinks: /llms.txt opens as llmstxt.org has it (an H1, then a
+// blockquote), and its list of documents is a file list in that format, one
+// "- [name](url): notes" a line with an absolute URL, so tools that read
+// llms.txt find the links.
+func TestLLMsTxtLinks(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	status, body, _ := tn.send(t, "GET", "/llms.txt", nil)
+	if status != 200 {
+		t.Fatalf("/llms.txt: %d", status)
+	}
+	lines := strings.Split(string(body), "\n")
+	if !strings.HasPrefix(lines[0], "# ") || lines[1] != "" || !strings.HasPrefix(lines[2], "> ") {
+		t.Errorf("/llms.txt does not open with an H1 and a blockquote: %q", lines[:3])
+	}
+	_, section, ok := strings.Cut(string(body), "\n## Discovery documents\n\n")
+	if !ok {
+		t.Fatal("/llms.txt has no Discovery documents section")
+	}
+	section, _, _ = strings.Cut(section, "\n\n")
+	item := regexp.MustCompile(`^- \[([^\]]+)\]\(([^)]+)\)(?:: .+)?$`)
+	linked := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(section), "\n") {
+		m := item.FindStringSubmatch(line)
+		if m == nil || !strings.HasPrefix(m[2], tn.srv.URL+"/") {
+			t.Errorf("/llms.txt: not a file-list link with an absolute URL: %q", line)
+			continue
+		}
+		linked[strings.TrimPrefix(m[2], tn.srv.URL)] = true
+	}
+	for _, doc := range documents {
+		if !doc.hidden && !linked[doc.Path] {
+			t.Errorf("/llms.txt does not link %s", doc.Path)
+		}
+	}
+}
+
 // TestOpenAPI: the document lists every registry operation with its
 // parameters, bodies and both error shapes; with openapi-spec-validator
 // installed (pip: openapi-spec-validator), it must validate as OpenAPI 3.1.
