@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"html"
 	"net/http"
 	"strings"
 	"time"
@@ -143,6 +144,14 @@ func entryText(m *corpus.Message) string {
 		}
 	}
 	return s
+}
+
+// rssDescription is a message's text as an RSS description. Readers take a
+// description for HTML (RSS 2.0 has no way to say it is text, as Atom's
+// type="text" does), so the text is escaped, and its line breaks kept as
+// <br>: an untrusted message's markup shows as text and loads nothing.
+func rssDescription(text string) string {
+	return strings.ReplaceAll(html.EscapeString(text), "\n", "<br>\n")
 }
 
 // entryID is a permanent id: the message's UUID as a URN, else its URL.
@@ -305,7 +314,7 @@ func (f FeedOut) rss(base string) rssDoc {
 			Title: entryTitle(m), Link: base + "/messages/" + m.MessageID,
 			GUID:    rssGUID{IsPermaLink: false, Value: entryID(base, m)},
 			PubDate: m.CreatedAt.UTC().Format(time.RFC1123Z), Creator: m.AuthorID,
-			Description: entryText(m),
+			Description: rssDescription(entryText(m)),
 		}
 		for _, c := range kindCategories(m.Kind) {
 			it.Categories = append(it.Categories, rssCategory{Domain: base + "/kind", Value: c})
