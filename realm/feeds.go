@@ -38,9 +38,13 @@ const (
 )
 
 func (n *Node) registerFeeds() {
+	// A reader that asks for either feed format is a feed reader, and
+	// takes either feed (rss-parser, say, asks for RSS whatever the URL):
+	// it gets the feed it fetched, not 406. Other types stay refused.
 	feedOp := func(key, path, purpose string, types []string, f func(context.Context, *api.Call, feedIn) (FeedOut, error)) *api.Operation {
 		op := api.Define(key, http.MethodGet, path, purpose, api.Public, f)
 		op.Surface, op.Tool, op.Representations = api.Corpus, "-", types
+		op.AcceptAlso = []string{mediaAtom, mediaRSS}
 		return op
 	}
 	sitemap := api.Define("get_sitemap_xml", http.MethodGet, "/sitemap.xml",

@@ -101,6 +101,12 @@ func TestFeeds(t *testing.T) {
 		if st != 406 || mediaOf(h) != mediaText || !bytes.Contains(b, []byte(tc.mediaType)) {
 			t.Errorf("%s with Accept: application/json: %d %s %q", tc.path, st, h.Get("Content-Type"), b)
 		}
+		// A feed reader asking for the other feed format gets this one.
+		for _, other := range []string{mediaAtom, mediaRSS} {
+			if st, _, h := f.send(t, "GET", tc.path, acceptHeader(other)); st != 200 || mediaOf(h) != tc.mediaType {
+				t.Errorf("%s with Accept: %s: %d %s, want 200 %s", tc.path, other, st, h.Get("Content-Type"), tc.mediaType)
+			}
+		}
 		if st, _, h := f.send(t, "GET", tc.path, acceptHeader("application/xml;q=0.5, text/html")); st != 200 || mediaOf(h) != mediaXML {
 			t.Errorf("%s with Accept: application/xml: %d %s", tc.path, st, h.Get("Content-Type"))
 		}

@@ -107,8 +107,11 @@ func (n *Node) serveOperation(w http.ResponseWriter, r *http.Request, op *api.Op
 		w.Header().Add("Vary", "Accept")
 		var ok bool
 		if mt, ok = negotiate(r.Header.Get("Accept"), op.Representations); !ok {
-			status = writeNotAcceptable(w, op.Representations, op.Surface)
-			return
+			if _, ok = negotiate(r.Header.Get("Accept"), op.AcceptAlso); !ok {
+				status = writeNotAcceptable(w, op.Representations, op.Surface)
+				return
+			}
+			mt = op.Representations[0]
 		}
 	}
 	refuse := func(err error) {

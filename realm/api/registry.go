@@ -102,6 +102,12 @@ type Operation struct {
 	// none is acceptable) and answers conditional requests; empty, the
 	// result is JSON as it is.
 	Representations []string
+	// AcceptAlso are media types a client may ask for that the read
+	// answers with its default representation (Representations[0]) rather
+	// than 406: a feed reader asking for one feed format takes the other.
+	// They are not representations of their own (the OpenAPI document and
+	// the manifest do not list them).
+	AcceptAlso []string
 
 	// Input is fixed once the operation is added: the registry resolves and
 	// compiles it then.
