@@ -75,37 +75,18 @@ func clampWide(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage,
 	if !hasLongDigits(args) {
 		return nil, false
 	}
-	var members map[string]json.RawMessage
-	if json.Unmarshal(args, &members) != nil {
-		return nil, false
-	}
-	changed := false
-	for name, raw := range members {
-		prop := Property(s, name)
-		if prop == nil || !wantsInteger(prop) {
-			continue
-		}
-		text := string(raw)
+	return rewriteMembers(s, args, wantsInteger, func(text string) (string, bool) {
 		if !isIntegerLiteral(text) {
-			continue
+			return "", false
 		}
-		if _, err := strconv.ParseInt(text, 10, 64); errors.Is(err, strconv.ErrRange) {
-			clamped := int64(math.MaxInt64)
-			if text[0] == '-' {
-				clamped = math.MinInt64
-			}
-			members[name] = json.RawMessage(strconv.FormatInt(clamped, 10))
-			changed = true
+		if _, err := strconv.ParseInt(text, 10, 64); !errors.Is(err, strconv.ErrRange) {
+			return "", false
 		}
-	}
-	if !changed {
-		return nil, false
-	}
-	b, err := json.Marshal(members)
-	if err != nil {
-		return nil, false
-	}
-	return b, true
+		if text[0] == '-' {
+			return strconv.FormatInt(math.MinInt64, 10), true
+		}
+		return strconv.FormatInt(math.MaxInt64, 10), true
+	})
 }
 
 // wholeIntegers writes a whole number given with a fraction or an
@@ -115,6 +96,13 @@ func clampWide(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage,
 // 64 bits stays as written, for the bind to refuse by its bounds. ok
 // reports whether one changed.
 func wholeIntegers(s *jsonschema.Schema, args json.RawMessage) (out json.RawMessage, ok bool) {
+	return rewriteMembers(s, args, func(prop *jsonschema.Schema) bool { return schemaHas(prop)("integer") }, wholeLiteral)
+}
+
+// rewriteMembers rewrites the top-level arguments whose property in s
+// takes (takes(prop)) with rewrite, which is given each one's JSON text
+// and says whether it changed it. ok reports whether one changed.
+func rewriteMembers(s *jsonschema.Schema, args json.RawMessage, takes func(*jsonschema.Schema) bool, rewrite func(text string) (string, bool)) (out json.RawMessage, ok bool) {
 	var members map[string]json.RawMessage
 	if json.Unmarshal(args, &members) != nil {
 		return nil, false
@@ -122,10 +110,10 @@ func wholeIntegers(s *jsonschema.Schema, args json.RawMessage) (out json.RawMess
 	changed := false
 	for name, raw := range members {
 		prop := Property(s, name)
-		if prop == nil || !schemaHas(prop)("integer") {
+		if prop == nil || !takes(prop) {
 			continue
 		}
-		if text, whole := wholeLiteral(string(raw)); whole {
+		if text, did := rewrite(string(raw)); did {
 			members[name] = json.RawMessage(text)
 			changed = true
 		}
