@@ -500,16 +500,19 @@ func (n *Node) URL() string {
 }
 
 // Serve serves HTTP until ctx is done, then shuts down gracefully: stop
-// accepting, let in-flight requests (and so their durable writes) finish,
-// then close the store cleanly.
+// accepting, answer the requests in flight and those already on their way
+// over open connections (and so finish their durable writes), close the
+// connections between requests, then close the store cleanly.
 func (n *Node) Serve(ctx context.Context) error {
 	if n.listener == nil {
 		if err := n.Listen(); err != nil {
 			return err
 		}
 	}
+	drain := newDrainer()
 	n.server = &http.Server{
-		Handler:           n.handler,
+		Handler:           drain.handler(n.handler),
+		ConnState:         drain.connState,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -518,8 +521,9 @@ func (n *Node) Serve(ctx context.Context) error {
 	}
 	n.server.RegisterOnShutdown(n.corpus.CloseStreams) // streams never go idle by themselves
 	n.server.RegisterOnShutdown(n.console.Close)
+	ln := &onceCloseListener{Listener: n.listener}
 	errc := make(chan error, 1)
-	go func() { errc <- n.server.Serve(n.listener) }()
+	go func() { errc <- n.server.Serve(ln) }()
 	select {
 	case err := <-errc:
 		n.closeFederation()
@@ -528,6 +532,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	n.log.Info("shutting down")
+	drain.drain(ln, drainGrace)
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := n.server.Shutdown(sctx)

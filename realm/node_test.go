@@ -7,12 +7,15 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,7 +71,7 @@ func rateLimit(perMinute int) func(*Config) { return func(c *Config) { c.RateLim
 
 // servingNode opens a node on dir and serves it on a loopback port, as
 // `relay serve` does, until cancel; served then gets what Serve returned.
-func servingNode(t *testing.T, realmName, dir string) (n *Node, cancel context.CancelFunc, served <-chan error) {
+func servingNode(t *testing.T, realmName, dir string, with ...func(*Config)) (n *Node, cancel context.CancelFunc, served <-chan error) {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.P2PAddrs = nil // no federation here
@@ -76,6 +79,9 @@ func servingNode(t *testing.T, realmName, dir string) (n *Node, cancel context.C
 	cfg.DataDir = dir
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	for _, f := range with {
+		f(&cfg)
+	}
 	n, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -797,6 +803,52 @@ func toJSON(v any) string {
 func itoa(n uint64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// TestServeShutdownUnderLoad: a request sent while the node shuts down
+// gets an answer, or its connection is refused before it is sent. A
+// connection closed under a request the client has written (a reset, an
+// EOF) leaves the client unsure whether a write happened, and a POST
+// without an Operation-Token cannot be retried safely.
+func TestServeShutdownUnderLoad(t *testing.T) {
+	n, cancel, served := servingNode(t, "ainotes", t.TempDir(), rateLimit(0))
+	var answered atomic.Int64
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &http.Client{Transport: &http.Transport{}} // keep-alive, each its own connection
+			for {
+				resp, err := c.Post(n.URL()+"/register", "application/json", nil)
+				if err != nil {
+					if op := (*net.OpError)(nil); !errors.As(err, &op) || op.Op != "dial" {
+						errs <- err
+					}
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				answered.Add(1)
+			}
+		}()
+	}
+	eventually(t, 10*time.Second, "requests to be answered", func() bool { return answered.Load() >= 200 })
+	cancel()
+	wg.Wait()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	close(errs)
+	for err := range errs {
+		t.Errorf("a request sent during the shutdown got neither an answer nor a refused connection: %v", err)
+	}
 }
 
 // TestServeExitsWhenTheStoreCannotClose: with its data directory deleted
