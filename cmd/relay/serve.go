@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -178,6 +179,13 @@ func serve(ctx context.Context, cfg realm.Config, out io.Writer) error {
 	}
 	n, err := realm.Open(ctx, cfg)
 	if err != nil {
+		// A signal while the store opens (a large one takes seconds) is
+		// a stop as asked, not a failure of the step it cut short; Open
+		// has closed the store.
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			fmt.Fprintln(out, "stopped while starting")
+			return nil
+		}
 		return err
 	}
 	if err := n.Listen(); err != nil {

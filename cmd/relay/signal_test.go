@@ -1,13 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"relay/realm"
 )
 
 // TestServeSecondSignal: the first SIGTERM starts a graceful shutdown; when
@@ -44,4 +50,32 @@ func TestServeSecondSignal(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the second signal did not end the node")
 	}
+}
+
+// TestServeStoppedWhileStarting: a signal that comes while the node is
+// still starting (a large store takes seconds to open) stops it as one
+// that comes later does: the store closed, and no error, rather than the
+// step it cut short failing with "context canceled".
+func TestServeStoppedWhileStarting(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cfg := realm.DefaultConfig()
+	cfg.DataDir = dir
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.P2PAddrs = nil
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the signal, before the store has opened
+	var out bytes.Buffer
+	if err := serve(ctx, cfg, &out); err != nil {
+		t.Fatalf("serve stopped while starting: %v", err)
+	}
+	if !strings.Contains(out.String(), "stopped") {
+		t.Errorf("serve did not say it stopped:\n%s", out.String())
+	}
+	// The store was closed: the next start opens it.
+	n, err := realm.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
 }
