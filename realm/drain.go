@@ -1,6 +1,8 @@
 package realm
 
 import (
+	"context"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -11,10 +13,12 @@ import (
 // drainGrace bounds how long a shutdown waits for keep-alive connections
 // to carry one more request before it closes them; a connection idle for
 // drainQuiet already is closed at once, its client not in the middle of a
-// run of requests.
+// run of requests. bodyGrace is how long it waits for the rest of a
+// request body still coming.
 var (
 	drainGrace = time.Second
 	drainQuiet = 50 * time.Millisecond
+	bodyGrace  = 5 * time.Second
 )
 
 // drainer ends a server's connections between requests rather than under
@@ -27,6 +31,12 @@ var (
 // answered and the connection then closed by the server; and Shutdown
 // comes once every connection left idle has been so for drainQuiet, or
 // after drainGrace.
+//
+// Shutdown also waits for requests whose body is still coming, for as long
+// as the client takes. Draining gives such a body bodyGrace, by a read
+// deadline on its connection, so that a stalled client holds the shutdown
+// for seconds; cut off, its request was not answered, and its client knows
+// that it never finished sending it.
 type drainer struct {
 	draining atomic.Bool
 	mu       sync.Mutex
@@ -36,9 +46,19 @@ type drainer struct {
 type connDrain struct {
 	idle  bool      // between requests
 	since time.Time // when it last became idle
+	body  bool      // a request body is still coming (or being discarded)
+	cut   bool      // the drain set a read deadline for it
 }
 
 func newDrainer() *drainer { return &drainer{conns: map[net.Conn]*connDrain{}} }
+
+type connKey struct{}
+
+// connContext is the server's ConnContext hook: a request knows its
+// connection, to cut off its body.
+func (d *drainer) connContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
 
 // connState is the server's ConnState hook.
 func (d *drainer) connState(c net.Conn, s http.ConnState) {
@@ -53,27 +73,82 @@ func (d *drainer) connState(c net.Conn, s http.ConnState) {
 		}
 	case http.StateIdle:
 		if cd := d.conns[c]; cd != nil {
-			*cd = connDrain{idle: true, since: time.Now()}
+			*cd = connDrain{idle: true, since: time.Now()} // the server set its idle deadline
 		}
 	case http.StateHijacked, http.StateClosed:
 		delete(d.conns, c)
 	}
 }
 
-// handler closes each connection after its answer once draining.
+// handler closes each connection after its answer once draining, and
+// keeps track of the request bodies still coming.
 func (d *drainer) handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if d.draining.Load() {
 			w.Header().Set("Connection", "close")
 		}
+		if c, ok := r.Context().Value(connKey{}).(net.Conn); ok && r.Body != nil && r.Body != http.NoBody {
+			d.mu.Lock()
+			if cd := d.conns[c]; cd != nil {
+				cd.body = true
+				if d.draining.Load() {
+					cd.cut = true
+					c.SetReadDeadline(time.Now().Add(bodyGrace))
+				}
+			}
+			d.mu.Unlock()
+			r.Body = &drainBody{ReadCloser: r.Body, d: d, c: c}
+		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// drain closes ln and waits, up to grace, until no connection has been
-// idle for less than drainQuiet.
+// drainBody is a request body that says when it has been read to its end.
+// Cut off, it keeps its deadline: the server would otherwise wait for the
+// rest, to discard it, after the handler's answer.
+type drainBody struct {
+	io.ReadCloser
+	d *drainer
+	c net.Conn
+}
+
+func (b *drainBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.d.bodyRead(b.c)
+	}
+	return n, err
+}
+
+// bodyRead lifts the deadline a drain set for a body: the server reads on
+// after the body to see the client go, and a deadline there would cancel
+// the request's context under its handler.
+func (d *drainer) bodyRead(c net.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	cd := d.conns[c]
+	if cd == nil || !cd.body {
+		return
+	}
+	cd.body = false
+	if cd.cut {
+		cd.cut = false
+		c.SetReadDeadline(time.Time{})
+	}
+}
+
+// drain gives the bodies still coming bodyGrace, closes ln and waits, up
+// to grace, until no connection has been idle for less than drainQuiet.
 func (d *drainer) drain(ln net.Listener, grace time.Duration) {
+	d.mu.Lock()
 	d.draining.Store(true)
+	for c, cd := range d.conns {
+		if cd.body && !cd.idle {
+			cd.cut = true
+			c.SetReadDeadline(time.Now().Add(bodyGrace))
+		}
+	}
+	d.mu.Unlock()
 	ln.Close()
 	deadline := time.Now().Add(grace)
 	for time.Now().Before(deadline) && d.recentlyIdle() {

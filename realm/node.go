@@ -513,6 +513,7 @@ func (n *Node) Serve(ctx context.Context) error {
 	n.server = &http.Server{
 		Handler:           drain.handler(n.handler),
 		ConnState:         drain.connState,
+		ConnContext:       drain.connContext,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,

@@ -1,6 +1,7 @@
 package realm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -849,6 +850,43 @@ func TestServeShutdownUnderLoad(t *testing.T) {
 	for err := range errs {
 		t.Errorf("a request sent during the shutdown got neither an answer nor a refused connection: %v", err)
 	}
+}
+
+// TestServeShutdownCutsStalledBody: a client that sent its headers and
+// stalls in its body holds the shutdown only for a few seconds, and gets a
+// refusal: its request was not acknowledged, so nothing is lost.
+func TestServeShutdownCutsStalledBody(t *testing.T) {
+	n, cancel, served := servingNode(t, "ainotes", t.TempDir())
+	c, err := net.Dial("tcp", strings.TrimPrefix(n.URL(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "POST /register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"a\":"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the handler is reading the body
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve waited for a stalled request body")
+	}
+	t.Logf("shut down in %v with a stalled body", time.Since(start))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil { // closed: the client knows it never finished the request
+		return
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode < 400 {
+		t.Errorf("the stalled request got %d %s", resp.StatusCode, b)
+	}
+	t.Logf("the stalled request got %d %s", resp.StatusCode, b)
 }
 
 // TestServeExitsWhenTheStoreCannotClose: with its data directory deleted
