@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -425,5 +427,27 @@ func TestLastError(t *testing.T) {
 	}
 	if got := lastError("short", 60); got != "short" {
 		t.Errorf("a short error: %q", got)
+	}
+}
+
+// TestNodeNotARelay: --node pointing at some other web server is one line
+// that says so, whatever that server answers, rather than its page.
+func TestNodeNotARelay(t *testing.T) {
+	for _, status := range []int{http.StatusOK, http.StatusNotFound, http.StatusNotImplemented} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(status)
+			fmt.Fprint(w, "<!DOCTYPE html>\n<html>\n<body>\n<h1>Error response</h1>\n</body>\n</html>\n")
+		}))
+		for _, args := range [][]string{
+			{"token", "issue", "--label", "x", "--node", srv.URL, "--operator-token", "x"},
+			{"peer", "list", "--node", srv.URL, "--operator-token", "x"},
+		} {
+			_, err := runCLI(t, args...)
+			if err == nil || !strings.Contains(err.Error(), "not a relay node") || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%v against a web server answering %d: %v", args[:2], status, err)
+			}
+		}
+		srv.Close()
 	}
 }

@@ -115,6 +115,15 @@ func callNode(c *cli.Context, method, path string, in, out any) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
+	// Some other web server (a wrong port, a proxy's error page): say so
+	// in one line rather than print its page or a JSON syntax error.
+	if !json.Valid(raw) {
+		what := resp.Header.Get("Content-Type")
+		if what == "" {
+			what = "no JSON"
+		}
+		return nil, fmt.Errorf("%s answered HTTP %d with %s, not a relay node's JSON: is --node a relay node's URL?", node, resp.StatusCode, what)
+	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		var ref struct {
 			Reason string `json:"reason"`
