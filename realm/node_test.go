@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -887,6 +888,55 @@ func TestServeShutdownCutsStalledBody(t *testing.T) {
 		t.Errorf("the stalled request got %d %s", resp.StatusCode, b)
 	}
 	t.Logf("the stalled request got %d %s", resp.StatusCode, b)
+}
+
+// TestServeShutdownCutsStalledUploads: as TestServeShutdownCutsStalledBody,
+// for a forum write and an MCP call, whose bodies their own code reads: a
+// client that sends the headers and stalls in the body does not hold a
+// graceful shutdown beyond the body's grace, and Serve returns without
+// error.
+func TestServeShutdownCutsStalledUploads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	n, cancel, served := servingNode(t, "stalled", dir)
+	secret, err := os.ReadFile(filepath.Join(dir, "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(secret))
+	var conns []net.Conn
+	for _, path := range []string{"/api/v1/boards/lobby/threads", "/api/v1/mcp"} {
+		c, err := net.Dial("tcp", n.listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"kind\":",
+			path, n.listener.Addr(), token)
+		conns = append(conns, c)
+	}
+	// Another request answered: the server is past reading their headers.
+	resp, err := http.Get(n.URL() + "/api/v1/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve waited for the stalled uploads")
+	}
+	for _, c := range conns {
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatalf("a stalled upload's connection was not ended: %v", err)
+		}
+	}
+	t.Logf("shut down in %v with two uploads stalled", time.Since(start))
 }
 
 // TestServeExitsWhenTheStoreCannotClose: with its data directory deleted
