@@ -150,9 +150,12 @@ type opChanges struct {
 	tx      *store.Tx
 	end     func(ok bool) error // c.finish, made once
 	threads []threadRec         // in first-change order, so writes are in a fixed order
-	boards  []Board
-	keys    [][]byte      // boards[i]'s key, when the op read the board
-	index   map[opKey]int // nil while few
+	// was holds threads[i]'s order keys as stored before the op (nil
+	// for a thread it opened), to move them when they change.
+	was    [][2][]byte
+	boards []Board
+	keys   [][]byte      // boards[i]'s key, when the op read the board
+	index  map[opKey]int // nil while few
 }
 
 type opKey struct {
@@ -192,7 +195,8 @@ func (c *opChanges) finish(ok bool) error {
 	clear(c.threads) // no strings kept alive
 	clear(c.boards)
 	clear(c.keys)
-	c.threads, c.boards, c.keys, c.index = c.threads[:0], c.boards[:0], c.keys[:0], nil
+	clear(c.was)
+	c.threads, c.boards, c.keys, c.was, c.index = c.threads[:0], c.boards[:0], c.keys[:0], c.was[:0], nil
 	if cap(c.threads) <= indexAbove && cap(c.boards) <= indexAbove {
 		r.spare = c
 	}
@@ -251,13 +255,20 @@ func (c *opChanges) board(id rid) (Board, bool) {
 	return Board{}, false
 }
 
-func (c *opChanges) setThread(t *threadRec) {
+// setThread keeps t; stored is the thread as stored before the op (nil for
+// a new one), read when the op first changes the thread.
+func (c *opChanges) setThread(t, stored *threadRec) {
 	k := opKey{false, t.id()}
 	if i, ok := c.find(k); ok {
 		c.threads[i] = cloneThread(*t)
 		return
 	}
+	var was [2][]byte
+	if stored != nil {
+		was = [2][]byte{threadAtKey(stored), boardAtKey(stored)}
+	}
 	c.threads = append(c.threads, cloneThread(*t))
+	c.was = append(c.was, was)
 	c.add(k, len(c.threads)-1)
 }
 
@@ -289,6 +300,19 @@ func (c *opChanges) write() error {
 		t := &c.threads[i]
 		if err := c.r.threads.set(c.tx, ridKey(pfxThread, t.id()), t); err != nil {
 			return err
+		}
+		for j, k := range [2][]byte{threadAtKey(t), boardAtKey(t)} {
+			if was := c.was[i][j]; was != nil {
+				if bytes.Equal(was, k) {
+					continue
+				}
+				if err := c.tx.Delete(was); err != nil {
+					return err
+				}
+			}
+			if err := c.tx.Set(k, nil); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -3,10 +3,10 @@ package parley
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"relay/protocol"
@@ -159,19 +159,45 @@ type ThreadsOut struct {
 	HasMore bool        `json:"has_more" jsonschema:"more threads follow: ask again with offset + the threads returned"`
 }
 
-// page returns the page of ts at offset, limit long, as ThreadsOut.
-func (s *Service) page(ts []*threadRec, offset, limit int) (ThreadsOut, error) {
+// pageOf returns the page at offset, limit long, of the threads an order
+// index under prefix lists (threadAtKey, boardAtKey: after prefix, each key
+// holds order bytes, then the thread's id) that match says to keep; a
+// thread for which it says no more ends the list.
+func (s *Service) pageOf(tx *store.Tx, prefix []byte, order, offset, limit int, match func(*threadRec) (keep, more bool)) (ThreadsOut, error) {
 	if offset < 0 {
 		return ThreadsOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "offset is 0 or more.").With("field", "offset").With("rule", "minimum")
 	}
 	out := ThreadsOut{Threads: []ThreadOut{}}
-	from := min(offset, len(ts))
-	to := from + min(limit, len(ts)-from) // offset+limit may not fit an int
-	for _, t := range ts[from:to] {
-		out.Threads = append(out.Threads, s.threadOut(t))
-	}
-	out.HasMore = to < len(ts)
-	return out, nil
+	skipped := 0
+	err := tx.Iterate(prefix, false, func(k, _ []byte) error {
+		if len(k) <= len(prefix)+order {
+			return fmt.Errorf("parley: order key %q is short", k)
+		}
+		var t threadRec
+		ok, err := s.recs.threads.Get(tx, key(pfxThread, k[len(prefix)+order:]), &t)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("parley: order key %q names no thread", k)
+		}
+		keep, more := match(&t)
+		switch {
+		case !more:
+			return store.ErrStop
+		case !keep:
+			return nil
+		case skipped < offset:
+			skipped++
+			return nil
+		case len(out.Threads) == limit:
+			out.HasMore = true
+			return store.ErrStop
+		}
+		out.Threads = append(out.Threads, s.threadOut(&t))
+		return nil
+	})
+	return out, err
 }
 
 func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreadsIn) (ThreadsOut, error) {
@@ -184,34 +210,11 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 		if err != nil {
 			return err
 		}
-		var ts []*threadRec
-		pre := key(pfxBoardTh, b.id().bytes())
-		err = tx.Iterate(pre, false, func(k, _ []byte) error {
-			var t threadRec
-			ok, err := tx.GetJSON(key(pfxThread, k[len(pre):]), &t)
-			if err != nil || !ok {
-				return err
-			}
-			if in.State == "" || t.State.State == in.State {
-				ts = append(ts, &t)
-			}
-			return nil
+		// Pinned first, then threads awaiting a reply, then the rest,
+		// each newest first (boardAtKey), read until the page is full.
+		out, err = s.pageOf(tx, key(pfxBoardAt, b.id().bytes()), boardOrder, in.Offset, clampLimit(in.Limit), func(t *threadRec) (keep, more bool) {
+			return in.State == "" || t.State.State == in.State, true
 		})
-		if err != nil {
-			return err
-		}
-		// Pinned first, then threads awaiting a reply, then the most recent.
-		sort.SliceStable(ts, func(i, j int) bool {
-			a, b := ts[i], ts[j]
-			if a.Pinned != b.Pinned {
-				return a.Pinned
-			}
-			if a.waiting() != b.waiting() {
-				return a.waiting()
-			}
-			return newer(a, b)
-		})
-		out, err = s.page(ts, in.Offset, clampLimit(in.Limit))
 		return err
 	})
 	return out, err

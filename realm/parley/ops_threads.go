@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"slices"
-	"sort"
 	"time"
 
 	"relay/protocol"
@@ -71,29 +70,22 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 			id := b.id()
 			board = &id
 		}
-		var ts []*threadRec
-		err := tx.Iterate(pfxThread, false, func(_, v []byte) error {
-			var t threadRec
-			if err := json.Unmarshal(v, &t); err != nil {
-				return err
-			}
+		// The threads newest first (threadAtKey), read until the page is
+		// full: a page costs the threads before it, not all of them.
+		var err error
+		out, err = s.pageOf(tx, pfxThreadAt, threadOrder, in.Offset, clampLimit(in.Limit), func(t *threadRec) (keep, more bool) {
 			switch {
+			case !since.IsZero() && !t.UpdatedAt.After(since):
+				return false, false // the rest are older still
 			case board != nil && t.board() != *board,
 				in.State != "" && t.State.State != in.State,
 				in.Awaiting != nil && t.Awaiting != *in.Awaiting,
 				in.Creator != "" && t.Creator != in.Creator,
-				!since.IsZero() && !t.UpdatedAt.After(since),
 				in.Realm != "" && string(t.Realm) != in.Realm:
-				return nil
+				return false, true
 			}
-			ts = append(ts, &t)
-			return nil
+			return true, true
 		})
-		if err != nil {
-			return err
-		}
-		sort.SliceStable(ts, func(i, j int) bool { return newer(ts[i], ts[j]) })
-		out, err = s.page(ts, in.Offset, clampLimit(in.Limit))
 		return err
 	})
 	return out, err

@@ -38,8 +38,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // refused here), and the reply, should it come, only joins the thread's
 // messages; facts on a claim of a realm refused here are kept aside until
 // the claim comes, rather than wait for it. 9: an attestation names its
-// attester's realm.
-func (projector) ProjectionVersion() string { return "parley/9" }
+// attester's realm. 10: threads are indexed in the orders they are listed
+// in (threadAtKey, boardAtKey).
+func (projector) ProjectionVersion() string { return "parley/10" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
@@ -186,7 +187,7 @@ func (p *apply) saveThread(t *threadRec, old *threadRec) error {
 		b.Messages += t.Messages - oldMessages(old)
 		c.setBoard(b, bk)
 	}
-	c.setThread(t)
+	c.setThread(t, old)
 	return nil
 }
 

@@ -487,6 +487,8 @@ var goldenVersions = map[string]string{
 	"parley/8": "300c3b24cb1488bad46ce3ac0f8f8fcc73806d4f53dba7d3156cae4235e91e6a",
 	// Attestations name their attester's realm.
 	"parley/9": "fcf170a241da2655d28290ac9f5cf11275da2973066742d266f646d2bd01a9c0",
+	// Threads indexed in the orders they are listed in.
+	"parley/10": "462cbae2d09f7a8b2aeb3743c4f37f3338313e4032eee118623e4720a1591e97",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

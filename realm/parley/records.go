@@ -23,6 +23,8 @@ var (
 	pfxThreadCl = []byte("p/pa/tc/")
 	pfxHistory  = []byte("p/pa/th/")
 	pfxBoardTh  = []byte("p/pa/bt/")
+	pfxThreadAt = []byte("p/pa/tu/") // threads newest first (threadAtKey)
+	pfxBoardAt  = []byte("p/pa/bo/") // a board's threads in its order (boardAtKey)
 	pfxPart     = []byte("p/pa/pt/")
 	pfxCID      = []byte("p/pa/cid/")
 	pfxPending  = []byte("p/pa/rp/") // thread, reply → the reply's CID: replies from other realms awaiting the thread's realm
@@ -178,6 +180,45 @@ func newer(a, b *threadRec) bool {
 		return a.UpdatedAt.After(b.UpdatedAt)
 	}
 	return a.Last.Sequence > b.Last.Sequence
+}
+
+// threadAtKey is t's place among all threads, newest first (newer):
+// its last change's time and its last message's sequence, each inverted so
+// that the newest sorts first, then its id.
+func threadAtKey(t *threadRec) []byte {
+	k := make([]byte, 0, len(pfxThreadAt)+16+len(t.Realm)+9)
+	k = append(k, pfxThreadAt...)
+	return t.id().appendTo(appendNewest(k, t))
+}
+
+// boardAtKey is t's place among its board's threads, in the order a board
+// lists them: pinned first, then those waiting for a reply, then the rest,
+// each newest first.
+func boardAtKey(t *threadRec) []byte {
+	b := t.board()
+	k := make([]byte, 0, len(pfxBoardAt)+2*(len(t.Realm)+9)+17)
+	k = b.appendTo(append(k, pfxBoardAt...))
+	rank := byte(2)
+	switch {
+	case t.Pinned:
+		rank = 0
+	case t.waiting():
+		rank = 1
+	}
+	return t.id().appendTo(appendNewest(append(k, rank), t))
+}
+
+// The bytes of an order key between its prefix (pfxThreadAt, or
+// pfxBoardAt and the board's id) and the thread's id.
+const (
+	threadOrder = 16
+	boardOrder  = 1 + 16
+)
+
+// appendNewest appends t's inverted time and last sequence (newer's order).
+func appendNewest(k []byte, t *threadRec) []byte {
+	k = binary.BigEndian.AppendUint64(k, ^uint64(t.UpdatedAt.UnixNano()))
+	return binary.BigEndian.AppendUint64(k, ^t.Last.Sequence)
 }
 
 // messageRec is a message as stored.
