@@ -165,7 +165,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		// Checked before the data directory is made: a refused start
 		// leaves nothing behind.
 		if _, err := protocol.ParseRealm(cfg.Realm); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--realm: %w", err)
 		}
 	}
 	if _, err := federation.ParseListenAddrs(cfg.P2PAddrs); err != nil {

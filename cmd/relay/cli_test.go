@@ -392,6 +392,7 @@ func TestCLIRefusesBadValues(t *testing.T) {
 	}{
 		{[]string{"serve", "--no-p2p", "--data", dir, "stray"}, `serve takes flags only, not "stray"`},
 		{[]string{"serve", "--no-p2p", "--data", dir, "--session-ttl", "-1h"}, "--session-ttl"},
+		{[]string{"serve", "--no-p2p", "--data", dir, "--realm", "Bad Name"}, `--realm: protocol: invalid name: realm "Bad Name"`},
 		{[]string{"token", "issue", "--label", "x", "--node", "127.0.0.1:8080", "--operator-token", "s"}, `--node "127.0.0.1:8080": want the node's URL`},
 	} {
 		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
