@@ -1,8 +1,10 @@
 package corpus
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"slices"
@@ -248,7 +250,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 	}
 	upTo := s.st.Sequence()
 	err = s.st.View(func(tx *store.Tx) error {
-		return scanSeq(tx, pfxConvSeq, after, upTo, func(_ uint64, v []byte) error {
+		keep := func(_ uint64, v []byte) error {
 			var cv Conversation
 			if _, err := readConversation(tx, v, &cv); err != nil {
 				return err
@@ -271,7 +273,25 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 			}
 			out.Conversations = append(out.Conversations, cv)
 			return nil
-		})
+		}
+		if in.Tag != "" {
+			// A tag's conversations are indexed (countTag): those of a
+			// tag held by few are read from there, in created_sequence
+			// order, rather than every conversation and its messages.
+			ids, ok, err := tagConversations(tx, in.Tag, after, upTo)
+			if err != nil || ok {
+				for _, id := range ids {
+					if err = keep(0, id); err != nil {
+						break
+					}
+				}
+				if errors.Is(err, store.ErrStop) {
+					err = nil
+				}
+				return err
+			}
+		}
+		return scanSeq(tx, pfxConvSeq, after, upTo, keep)
 	})
 	// The seed: "X-Next-Cursor, when present, is the highest
 	// created_sequence actually returned", so an empty page has none.
@@ -301,6 +321,50 @@ func (in *conversationsIn) query(next uint64) url.Values {
 	}
 	q.Set("after", strconv.FormatUint(next, 10))
 	return q
+}
+
+// tagIndexMax is the most conversations a tag may be in for a listing
+// filtered by it to read them from its index: they are all read and
+// sorted, where a scan of every conversation stops at a full page, which
+// a tag of many conversations fills soon.
+var tagIndexMax = 2000
+
+// tagConversations returns the ids of the conversations holding a message
+// tagged tag, created after after and up to upTo, by created_sequence; ok
+// is false, and nothing read, when the tag is in more than tagIndexMax
+// conversations.
+func tagConversations(tx *store.Tx, tag string, after, upTo uint64) (ids [][]byte, ok bool, err error) {
+	var t tagRec
+	found, err := tx.GetJSON(cat(pfxTag, []byte(tag)), &t)
+	if err != nil || !found {
+		return nil, err == nil, err
+	}
+	if t.Conversations > tagIndexMax {
+		return nil, false, nil
+	}
+	type conv struct {
+		id  []byte
+		seq uint64
+	}
+	var cs []conv
+	pfx := cat(pfxTagConv, []byte(tag), []byte{0})
+	err = tx.Iterate(pfx, false, func(k, _ []byte) error {
+		id := clone(k[len(pfx):])
+		var cv Conversation
+		found, err := readConversation(tx, id, &cv)
+		if err != nil || !found {
+			return err
+		}
+		if cv.CreatedSequence > after && cv.CreatedSequence <= upTo {
+			cs = append(cs, conv{id, cv.CreatedSequence})
+		}
+		return nil
+	})
+	slices.SortFunc(cs, func(a, b conv) int { return cmp.Compare(a.seq, b.seq) })
+	for _, c := range cs {
+		ids = append(ids, c.id)
+	}
+	return ids, err == nil, err
 }
 
 // conversationHas reports whether one message of the conversation carries
