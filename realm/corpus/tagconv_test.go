@@ -52,6 +52,9 @@ func TestConversationsByTagIndex(t *testing.T) {
 			if out.NextCursor == nil {
 				t.Fatal("has_more without next_cursor")
 			}
+			if in.After != nil && *out.NextCursor <= *in.After {
+				t.Fatalf("next_cursor %d does not move past %d", *out.NextCursor, *in.After)
+			}
 			in.After = out.NextCursor
 		}
 	}
