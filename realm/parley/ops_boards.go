@@ -162,7 +162,8 @@ type ThreadsOut struct {
 // pageOf returns the page at offset, limit long, of the threads an order
 // index under prefix lists (threadAtKey, boardAtKey: after prefix, each key
 // holds order bytes, then the thread's id) that match says to keep; a
-// thread for which it says no more ends the list.
+// thread for which it says no more ends the list. match nil keeps every
+// thread: those before offset are then skipped unread.
 func (s *Service) pageOf(tx *store.Tx, prefix []byte, order, offset, limit int, match func(*threadRec) (keep, more bool)) (ThreadsOut, error) {
 	if offset < 0 {
 		return ThreadsOut{}, protocol.Refusef(protocol.ReasonInvalidBody, "offset is 0 or more.").With("field", "offset").With("rule", "minimum")
@@ -173,6 +174,10 @@ func (s *Service) pageOf(tx *store.Tx, prefix []byte, order, offset, limit int, 
 		if len(k) <= len(prefix)+order {
 			return fmt.Errorf("parley: order key %q is short", k)
 		}
+		if match == nil && skipped < offset {
+			skipped++
+			return nil
+		}
 		var t threadRec
 		ok, err := s.recs.threads.Get(tx, key(pfxThread, k[len(prefix)+order:]), &t)
 		if err != nil {
@@ -181,7 +186,10 @@ func (s *Service) pageOf(tx *store.Tx, prefix []byte, order, offset, limit int, 
 		if !ok {
 			return fmt.Errorf("parley: order key %q names no thread", k)
 		}
-		keep, more := match(&t)
+		keep, more := true, true
+		if match != nil {
+			keep, more = match(&t)
+		}
 		switch {
 		case !more:
 			return store.ErrStop
@@ -212,9 +220,11 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 		}
 		// Pinned first, then threads awaiting a reply, then the rest,
 		// each newest first (boardAtKey), read until the page is full.
-		out, err = s.pageOf(tx, key(pfxBoardAt, b.id().bytes()), boardOrder, in.Offset, clampLimit(in.Limit), func(t *threadRec) (keep, more bool) {
-			return in.State == "" || t.State.State == in.State, true
-		})
+		var match func(*threadRec) (keep, more bool)
+		if in.State != "" {
+			match = func(t *threadRec) (keep, more bool) { return t.State.State == in.State, true }
+		}
+		out, err = s.pageOf(tx, key(pfxBoardAt, b.id().bytes()), boardOrder, in.Offset, clampLimit(in.Limit), match)
 		return err
 	})
 	return out, err

@@ -72,20 +72,24 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 		}
 		// The threads newest first (threadAtKey), read until the page is
 		// full: a page costs the threads before it, not all of them.
-		var err error
-		out, err = s.pageOf(tx, pfxThreadAt, threadOrder, in.Offset, clampLimit(in.Limit), func(t *threadRec) (keep, more bool) {
-			switch {
-			case !since.IsZero() && !t.UpdatedAt.After(since):
-				return false, false // the rest are older still
-			case board != nil && t.board() != *board,
-				in.State != "" && t.State.State != in.State,
-				in.Awaiting != nil && t.Awaiting != *in.Awaiting,
-				in.Creator != "" && t.Creator != in.Creator,
-				in.Realm != "" && string(t.Realm) != in.Realm:
-				return false, true
+		var match func(*threadRec) (keep, more bool)
+		if board != nil || in.State != "" || in.Awaiting != nil || in.Creator != "" || !since.IsZero() || in.Realm != "" {
+			match = func(t *threadRec) (keep, more bool) {
+				switch {
+				case !since.IsZero() && !t.UpdatedAt.After(since):
+					return false, false // the rest are older still
+				case board != nil && t.board() != *board,
+					in.State != "" && t.State.State != in.State,
+					in.Awaiting != nil && t.Awaiting != *in.Awaiting,
+					in.Creator != "" && t.Creator != in.Creator,
+					in.Realm != "" && string(t.Realm) != in.Realm:
+					return false, true
+				}
+				return true, true
 			}
-			return true, true
-		})
+		}
+		var err error
+		out, err = s.pageOf(tx, pfxThreadAt, threadOrder, in.Offset, clampLimit(in.Limit), match)
 		return err
 	})
 	return out, err

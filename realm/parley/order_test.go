@@ -169,6 +169,13 @@ func BenchmarkListThreads(b *testing.B) {
 			}
 		}
 	})
+	b.Run("get_threads offset 1900", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.listThreads(ctx, nil, listThreadsIn{Offset: 1900}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("lobby", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := s.boardThreads(ctx, nil, boardThreadsIn{ID: "lobby"}); err != nil {
