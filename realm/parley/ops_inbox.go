@@ -122,7 +122,10 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 		pre := key(pfxDecided, []byte(me), []byte{0})
 		return tx.Iterate(pre, false, func(k, v []byte) error {
 			seq := binary.BigEndian.Uint64(k[len(pre):])
-			if seq <= out.Since || len(out.Replies) == clampLimit(in.Limit) {
+			switch {
+			case len(out.Replies) == clampLimit(in.Limit):
+				return store.ErrStop // in sequence order: the rest come later
+			case seq <= out.Since:
 				return nil
 			}
 			var m messageRec
