@@ -48,8 +48,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // changes, so that stores projected before are rebuilt (store.Versioned).
 // 2: an author's first and last activity are the earliest and latest of
 // their messages, in whatever order those are projected. 3: so is a
-// conversation's updated_at, the latest of its messages' created_at.
-func (*projector) ProjectionVersion() string { return "corpus/3" }
+// conversation's updated_at, the latest of its messages' created_at. 4:
+// an author's messages are indexed by sequence (messagesIndex).
+func (*projector) ProjectionVersion() string { return "corpus/4" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -233,6 +234,9 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		return err
 	}
 	if err := tx.Set(cat(pfxConvMsgs, []byte(d.ConversationID), seq), []byte(d.MessageID)); err != nil {
+		return err
+	}
+	if err := tx.Set(cat(pfxAuthMsgs, []byte(m.AuthorID), []byte{0}, seq), []byte(d.MessageID)); err != nil {
 		return err
 	}
 	for _, tag := range m.Tags {

@@ -20,6 +20,7 @@ var (
 	pfxConv     = []byte("p/co/c/")
 	pfxConvSeq  = []byte("p/co/cs/")
 	pfxConvMsgs = []byte("p/co/cm/")
+	pfxAuthMsgs = []byte("p/co/am/") // <author_id>\0<sequence 8> → message id
 	pfxTag      = []byte("p/co/tag/")
 	pfxTagConv  = []byte("p/co/tagc/")
 	pfxAuthor   = []byte("p/co/au/")
@@ -63,6 +64,19 @@ type Conversation struct {
 	LastSequence    uint64    `json:"last_sequence"`
 	Realm           string    `json:"realm"`
 	CID             string    `json:"cid"`
+}
+
+// messagesIndex is the index a message listing reads: a conversation's
+// messages, an author's, or all of them, each by sequence; the listing's
+// other filters are applied to what it reads.
+func messagesIndex(conversationID, authorID string) []byte {
+	switch {
+	case conversationID != "":
+		return cat(pfxConvMsgs, []byte(conversationID))
+	case authorID != "":
+		return cat(pfxAuthMsgs, []byte(authorID), []byte{0})
+	}
+	return pfxMsgSeq
 }
 
 // tagRec counts a tag's use.
