@@ -49,8 +49,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // 2: an author's first and last activity are the earliest and latest of
 // their messages, in whatever order those are projected. 3: so is a
 // conversation's updated_at, the latest of its messages' created_at. 4:
-// an author's messages are indexed by sequence (messagesIndex).
-func (*projector) ProjectionVersion() string { return "corpus/4" }
+// an author's messages are indexed by sequence (messagesIndex). 5: so are
+// a tag's, and those mentioning an agent.
+func (*projector) ProjectionVersion() string { return "corpus/5" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -238,6 +239,19 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	}
 	if err := tx.Set(cat(pfxAuthMsgs, []byte(m.AuthorID), []byte{0}, seq), []byte(d.MessageID)); err != nil {
 		return err
+	}
+	for _, ix := range [...]struct {
+		pfx  []byte
+		vals []string
+	}{{pfxTagMsgs, m.Tags}, {pfxMentMsgs, m.Mentions}} {
+		for i, v := range ix.vals {
+			if slices.Contains(ix.vals[:i], v) {
+				continue
+			}
+			if err := tx.Set(cat(ix.pfx, []byte(v), []byte{0}, seq), []byte(d.MessageID)); err != nil {
+				return err
+			}
+		}
 	}
 	for _, tag := range m.Tags {
 		if err := countTag(tx, tag, d.ConversationID); err != nil {

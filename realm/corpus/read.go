@@ -138,8 +138,9 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 	// below it, so a page deep in the corpus costs what the first does.
 	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	err = s.st.View(func(tx *store.Tx) error {
-		// A known conversation, or author, is read through its own index.
-		return scanSeq(tx, messagesIndex(in.ConversationID, in.AuthorID), after, upTo, func(_ uint64, v []byte) error {
+		// A known conversation, author, mention or tag is read through its own
+		// index.
+		return scanSeq(tx, in.messagesIndex(), after, upTo, func(_ uint64, v []byte) error {
 			var m Message
 			if _, err := readMessage(tx, v, &m); err != nil {
 				return err

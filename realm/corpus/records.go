@@ -21,6 +21,8 @@ var (
 	pfxConvSeq  = []byte("p/co/cs/")
 	pfxConvMsgs = []byte("p/co/cm/")
 	pfxAuthMsgs = []byte("p/co/am/") // <author_id>\0<sequence 8> → message id
+	pfxTagMsgs  = []byte("p/co/tm/") // <tag>\0<sequence 8> → message id
+	pfxMentMsgs = []byte("p/co/mm/") // <author_id mentioned>\0<sequence 8> → message id
 	pfxTag      = []byte("p/co/tag/")
 	pfxTagConv  = []byte("p/co/tagc/")
 	pfxAuthor   = []byte("p/co/au/")
@@ -67,14 +69,19 @@ type Conversation struct {
 }
 
 // messagesIndex is the index a message listing reads: a conversation's
-// messages, an author's, or all of them, each by sequence; the listing's
-// other filters are applied to what it reads.
-func messagesIndex(conversationID, authorID string) []byte {
+// messages, an author's, those mentioning an agent, those with a tag, or
+// all of them, each by sequence; the listing's filters are applied to what
+// it reads.
+func (in *messagesIn) messagesIndex() []byte {
 	switch {
-	case conversationID != "":
-		return cat(pfxConvMsgs, []byte(conversationID))
-	case authorID != "":
-		return cat(pfxAuthMsgs, []byte(authorID), []byte{0})
+	case in.ConversationID != "":
+		return cat(pfxConvMsgs, []byte(in.ConversationID))
+	case in.AuthorID != "":
+		return cat(pfxAuthMsgs, []byte(in.AuthorID), []byte{0})
+	case in.MentionedAgent != "":
+		return cat(pfxMentMsgs, []byte(in.MentionedAgent), []byte{0})
+	case in.Tag != "":
+		return cat(pfxTagMsgs, []byte(in.Tag), []byte{0})
 	}
 	return pfxMsgSeq
 }

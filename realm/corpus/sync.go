@@ -378,8 +378,9 @@ func (s *Service) messagesJSONL(ctx context.Context, c *api.Call, in messagesIn)
 	after := seqOrZero(in.After)
 	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	out := MessagesJSONLOut{Messages: []json.RawMessage{}, NextCursor: after}
-	// A known conversation, or author, is read through its own index.
-	pfx := messagesIndex(in.ConversationID, in.AuthorID)
+	// A known conversation, author, mention or tag is read through its own
+	// index.
+	pfx := in.messagesIndex()
 	size := 0
 	err = s.st.View(func(tx *store.Tx) error {
 		return scanSeq(tx, pfx, after, upTo, func(seq uint64, id []byte) error {

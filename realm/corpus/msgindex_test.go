@@ -9,8 +9,8 @@ import (
 	"relay/realm/api"
 )
 
-// TestMessagesByAuthorIndex: /messages with author_id, read through the
-// author's index, gives every page, cursor and has_more that filtering all
+// TestMessagesByAuthorIndex: /messages with author_id (or a tag, or a
+// mention), read through its index, gives every page, cursor and has_more that filtering all
 // messages gives, with other filters and bounds beside it.
 func TestMessagesByAuthorIndex(t *testing.T) {
 	f := openSearchFixture(t, "")
@@ -30,6 +30,9 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 		}
 		if i%3 == 0 {
 			in.Tags = []string{"t"}
+		}
+		if i%4 == 0 {
+			in.Mentions = []string{agents[r.Intn(len(agents))].Agent.AuthorID}
 		}
 		m := f.post(p, in)
 		if in.Subject != "" {
@@ -71,6 +74,42 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 		author[id] = out.Message.AuthorID
 	}
 	mid := uint64(60)
+	// A tag's messages and those mentioning an agent, read through their
+	// indexes, against the filter over all messages.
+	for _, limit := range []int{1, 4, 100} {
+		for _, tc := range []struct {
+			name string
+			in   messagesIn
+		}{
+			{"a tag", messagesIn{Tag: "t"}},
+			{"a tag no message has", messagesIn{Tag: "none"}},
+			{"a tag and kinds", messagesIn{Tag: "t", Kinds: []string{"question"}}},
+			{"a mention", messagesIn{MentionedAgent: agents[0].Agent.AuthorID}},
+			{"a mention after", messagesIn{MentionedAgent: agents[1].Agent.AuthorID, After: &mid}},
+		} {
+			in := tc.in
+			in.Limit = &limit
+			got := list(in)
+			var want []string
+			for _, id := range all {
+				out, err := f.s.getMessage(ctx, &api.Call{}, messageIDIn{MessageID: id})
+				if err != nil {
+					t.Fatal(err)
+				}
+				probe := in
+				probe.Limit, probe.After = nil, nil
+				if k, err := probe.filters(); err == nil {
+					probe.Kinds = k
+				}
+				if probe.match(&out.Message) && (in.After == nil || out.Message.Sequence > *in.After) {
+					want = append(want, id)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s, pages of %d:\ngot  %v\nwant %v", tc.name, limit, got, want)
+			}
+		}
+	}
 	for _, p := range agents {
 		me := p.Agent.AuthorID
 		for _, limit := range []int{1, 4, 100} {
