@@ -50,8 +50,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // their messages, in whatever order those are projected. 3: so is a
 // conversation's updated_at, the latest of its messages' created_at. 4:
 // an author's messages are indexed by sequence (messagesIndex). 5: so are
-// a tag's, and those mentioning an agent.
-func (*projector) ProjectionVersion() string { return "corpus/5" }
+// a tag's, and those mentioning an agent. 6: the conversations holding a
+// message of each kind are indexed (kindConversations).
+func (*projector) ProjectionVersion() string { return "corpus/6" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -255,6 +256,17 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	}
 	for _, tag := range m.Tags {
 		if err := countTag(tx, tag, d.ConversationID); err != nil {
+			return err
+		}
+	}
+	for _, kind := range m.Kind {
+		ck := cat(pfxKindConv, []byte(kind), []byte{0}, []byte(d.ConversationID))
+		switch _, err := tx.Get(ck); {
+		case errors.Is(err, store.ErrNotFound):
+			if err := tx.Set(ck, nil); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -271,22 +272,31 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 			out.Conversations = append(out.Conversations, cv)
 			return nil
 		}
-		if in.Tag != "" {
+		var (
+			ids [][]byte
+			ok  bool
+			err error
+		)
+		switch {
+		case in.Tag != "":
 			// A tag's conversations are indexed (countTag): those of a
 			// tag held by few are read from there, in created_sequence
 			// order, rather than every conversation and its messages.
-			ids, ok, err := tagConversations(tx, in.Tag, after, upTo)
-			if err != nil || ok {
-				for _, id := range ids {
-					if err = keep(0, id); err != nil {
-						break
-					}
+			ids, ok, err = tagConversations(tx, in.Tag, after, upTo)
+		case len(in.Kinds) > 0:
+			// So are each kind's (pfxKindConv).
+			ids, ok, err = kindConversations(tx, in.Kinds, after, upTo)
+		}
+		if err != nil || ok {
+			for _, id := range ids {
+				if err = keep(0, id); err != nil {
+					break
 				}
-				if errors.Is(err, store.ErrStop) {
-					err = nil
-				}
-				return err
 			}
+			if errors.Is(err, store.ErrStop) {
+				err = nil
+			}
+			return err
 		}
 		return scanSeq(tx, pfxConvSeq, after, upTo, keep)
 	})
@@ -320,11 +330,37 @@ func (in *conversationsIn) query(next uint64) url.Values {
 	return q
 }
 
-// tagIndexMax is the most conversations a tag may be in for a listing
-// filtered by it to read them from its index: they are all read and
-// sorted, where a scan of every conversation stops at a full page, which
-// a tag of many conversations fills soon.
+// tagIndexMax is the most conversations a tag (or the kinds asked for)
+// may be in for a listing filtered by it to read them from its index: they
+// are all read and sorted, where a scan of every conversation stops at a
+// full page, which a tag of many conversations fills soon.
 var tagIndexMax = 2000
+
+// kindConversations is tagConversations for conversations holding a
+// message of one of kinds; ok is false when they are more than
+// tagIndexMax.
+func kindConversations(tx *store.Tx, kinds []string, after, upTo uint64) (ids [][]byte, ok bool, err error) {
+	seen := map[string]bool{}
+	for _, kind := range kinds {
+		pfx := cat(pfxKindConv, []byte(kind), []byte{0})
+		err := tx.Iterate(pfx, false, func(k, _ []byte) error {
+			if id := string(k[len(pfx):]); !seen[id] {
+				seen[id] = true
+				if len(seen) > tagIndexMax {
+					return store.ErrStop
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		if len(seen) > tagIndexMax {
+			return nil, false, nil
+		}
+	}
+	return sortedConversations(tx, slices.Collect(maps.Keys(seen)), after, upTo)
+}
 
 // tagConversations returns the ids of the conversations holding a message
 // tagged tag, created after after and up to upTo, by created_sequence; ok
@@ -339,29 +375,41 @@ func tagConversations(tx *store.Tx, tag string, after, upTo uint64) (ids [][]byt
 	if t.Conversations > tagIndexMax {
 		return nil, false, nil
 	}
+	pfx := cat(pfxTagConv, []byte(tag), []byte{0})
+	var convs []string
+	err = tx.Iterate(pfx, false, func(k, _ []byte) error {
+		convs = append(convs, string(k[len(pfx):]))
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return sortedConversations(tx, convs, after, upTo)
+}
+
+// sortedConversations returns the ids of the conversations of convs
+// created after after and up to upTo, by created_sequence.
+func sortedConversations(tx *store.Tx, convs []string, after, upTo uint64) (ids [][]byte, ok bool, err error) {
 	type conv struct {
 		id  []byte
 		seq uint64
 	}
 	var cs []conv
-	pfx := cat(pfxTagConv, []byte(tag), []byte{0})
-	err = tx.Iterate(pfx, false, func(k, _ []byte) error {
-		id := clone(k[len(pfx):])
+	for _, id := range convs {
 		var cv Conversation
-		found, err := readConversation(tx, id, &cv)
-		if err != nil || !found {
-			return err
+		found, err := readConversation(tx, []byte(id), &cv)
+		if err != nil {
+			return nil, false, err
 		}
-		if cv.CreatedSequence > after && cv.CreatedSequence <= upTo {
-			cs = append(cs, conv{id, cv.CreatedSequence})
+		if found && cv.CreatedSequence > after && cv.CreatedSequence <= upTo {
+			cs = append(cs, conv{[]byte(id), cv.CreatedSequence})
 		}
-		return nil
-	})
+	}
 	slices.SortFunc(cs, func(a, b conv) int { return cmp.Compare(a.seq, b.seq) })
 	for _, c := range cs {
 		ids = append(ids, c.id)
 	}
-	return ids, err == nil, err
+	return ids, true, nil
 }
 
 // conversationHas reports whether one message of the conversation carries

@@ -23,6 +23,7 @@ var (
 	pfxAuthMsgs = []byte("p/co/am/") // <author_id>\0<sequence 8> → message id
 	pfxTagMsgs  = []byte("p/co/tm/") // <tag>\0<sequence 8> → message id
 	pfxMentMsgs = []byte("p/co/mm/") // <author_id mentioned>\0<sequence 8> → message id
+	pfxKindConv = []byte("p/co/kc/") // <kind>\0<conversation_id> → nil: a conversation holds a message of the kind
 	pfxTag      = []byte("p/co/tag/")
 	pfxTagConv  = []byte("p/co/tagc/")
 	pfxAuthor   = []byte("p/co/au/")

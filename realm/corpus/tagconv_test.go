@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// TestConversationsByTagIndex: conversations filtered by a tag, read from
-// the tag's index, are the pages a scan of every conversation gives, with
-// q, kinds, after and has_more.
+// TestConversationsByTagIndex: conversations filtered by a tag, or by
+// kinds, read from their index, are the pages a scan of every
+// conversation gives, with q, after and has_more.
 func TestConversationsByTagIndex(t *testing.T) {
 	f := openSyncFixture(t, Config{})
 	ctx := context.Background()
@@ -58,9 +58,9 @@ func TestConversationsByTagIndex(t *testing.T) {
 			in.After = out.NextCursor
 		}
 	}
-	for _, tag := range []string{"a", "b", "none"} {
+	for _, tag := range []string{"a", "b", "none", ""} {
 		for _, q := range []string{"", "red"} {
-			for _, kinds := range [][]string{nil, {"question"}} {
+			for _, kinds := range [][]string{nil, {"question"}, {"claim", "question"}, {"verification"}} {
 				for _, limit := range []int{1, 3, 7, 100} {
 					in := conversationsIn{Tag: tag, Q: q, Kinds: kinds, Limit: &limit}
 					got := list(in)
@@ -76,6 +76,31 @@ func TestConversationsByTagIndex(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// BenchmarkConversationsByKind is a page of /conversations?kinds= for a
+// kind 5 of 5,000 conversations hold: it should cost those, not all.
+func BenchmarkConversationsByKind(b *testing.B) {
+	f := openSyncFixture(b, Config{})
+	ctx := context.Background()
+	for i := range 5000 {
+		f.ops++
+		content := fmt.Sprint("message ", i)
+		kind := []string{"post"}
+		if i%1000 == 0 {
+			kind = []string{"challenge"}
+		}
+		in := writeIn{OperationToken: fmt.Sprint("kind-", f.ops), Subject: "s", Content: &content, Kind: &kind}
+		if _, err := f.s.write(ctx, f.p, &in, true); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		out, err := f.s.listConversations(ctx, nil, conversationsIn{Kinds: []string{"challenge"}})
+		if err != nil || len(out.Conversations) != 5 {
+			b.Fatalf("%d conversations, %v", len(out.Conversations), err)
 		}
 	}
 }
