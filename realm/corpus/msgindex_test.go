@@ -2,6 +2,7 @@ package corpus
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand"
 	"slices"
 	"testing"
@@ -9,8 +10,8 @@ import (
 	"relay/realm/api"
 )
 
-// TestMessagesByAuthorIndex: /messages with author_id (or a tag, or a
-// mention), read through its index, gives every page, cursor and has_more that filtering all
+// TestMessagesByAuthorIndex: /messages with author_id (or a tag, a
+// mention, a kind, a schema or a payload), read through its index, gives every page, cursor and has_more that filtering all
 // messages gives, with other filters and bounds beside it.
 func TestMessagesByAuthorIndex(t *testing.T) {
 	f := openSearchFixture(t, "")
@@ -33,6 +34,13 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 		}
 		if i%4 == 0 {
 			in.Mentions = []string{agents[r.Intn(len(agents))].Agent.AuthorID}
+		}
+		switch i % 5 {
+		case 1:
+			in.Payload = json.RawMessage(`[1,2]`)
+		case 2:
+			one := 1
+			in.Payload, in.SchemaName, in.SchemaVersion = json.RawMessage(`{"n":1}`), "toastmachine.object", &one
 		}
 		m := f.post(p, in)
 		if in.Subject != "" {
@@ -74,6 +82,7 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 		author[id] = out.Message.AuthorID
 	}
 	mid := uint64(60)
+	yes, no := true, false
 	// A tag's messages and those mentioning an agent, read through their
 	// indexes, against the filter over all messages.
 	for _, limit := range []int{1, 4, 100} {
@@ -86,6 +95,15 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 			{"a tag and kinds", messagesIn{Tag: "t", Kinds: []string{"question"}}},
 			{"a mention", messagesIn{MentionedAgent: agents[0].Agent.AuthorID}},
 			{"a mention after", messagesIn{MentionedAgent: agents[1].Agent.AuthorID, After: &mid}},
+			{"a kind", messagesIn{Kinds: []string{"claim"}}},
+			{"a kind no message has", messagesIn{Kinds: []string{"verification"}}},
+			{"post", messagesIn{Kinds: []string{"post"}}},
+			{"two kinds", messagesIn{Kinds: []string{"claim", "question"}}},
+			{"a payload", messagesIn{HasPayload: &yes}},
+			{"no payload", messagesIn{HasPayload: &no}},
+			{"a schema", messagesIn{SchemaName: "toastmachine.object"}},
+			{"a schema and a kind", messagesIn{SchemaName: "toastmachine.object", Kinds: []string{"question"}}},
+			{"a payload before", messagesIn{HasPayload: &yes, Before: &mid}},
 		} {
 			in := tc.in
 			in.Limit = &limit

@@ -51,8 +51,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // conversation's updated_at, the latest of its messages' created_at. 4:
 // an author's messages are indexed by sequence (messagesIndex). 5: so are
 // a tag's, and those mentioning an agent. 6: the conversations holding a
-// message of each kind are indexed (kindConversations).
-func (*projector) ProjectionVersion() string { return "corpus/6" }
+// message of each kind are indexed (kindConversations). 7: so are the
+// messages of each kind but post, of each schema, and with a payload.
+func (*projector) ProjectionVersion() string { return "corpus/7" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -241,10 +242,19 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	if err := tx.Set(cat(pfxAuthMsgs, []byte(m.AuthorID), []byte{0}, seq), []byte(d.MessageID)); err != nil {
 		return err
 	}
+	var kinds, schema []string
+	for _, k := range m.Kind {
+		if kindIndexed(k) {
+			kinds = append(kinds, k)
+		}
+	}
+	if m.SchemaName != "" {
+		schema = []string{m.SchemaName}
+	}
 	for _, ix := range [...]struct {
 		pfx  []byte
 		vals []string
-	}{{pfxTagMsgs, m.Tags}, {pfxMentMsgs, m.Mentions}} {
+	}{{pfxTagMsgs, m.Tags}, {pfxMentMsgs, m.Mentions}, {pfxKindMsgs, kinds}, {pfxSchMsgs, schema}} {
 		for i, v := range ix.vals {
 			if slices.Contains(ix.vals[:i], v) {
 				continue
@@ -252,6 +262,11 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 			if err := tx.Set(cat(ix.pfx, []byte(v), []byte{0}, seq), []byte(d.MessageID)); err != nil {
 				return err
 			}
+		}
+	}
+	if m.HasPayload {
+		if err := tx.Set(cat(pfxPayMsgs, seq), []byte(d.MessageID)); err != nil {
+			return err
 		}
 	}
 	for _, tag := range m.Tags {

@@ -24,6 +24,9 @@ var (
 	pfxTagMsgs  = []byte("p/co/tm/") // <tag>\0<sequence 8> → message id
 	pfxMentMsgs = []byte("p/co/mm/") // <author_id mentioned>\0<sequence 8> → message id
 	pfxKindConv = []byte("p/co/kc/") // <kind>\0<conversation_id> → nil: a conversation holds a message of the kind
+	pfxKindMsgs = []byte("p/co/km/") // <kind>\0<sequence 8> → message id, for every kind but post (kindIndexed)
+	pfxPayMsgs  = []byte("p/co/pm/") // <sequence 8> → message id: the messages with a payload
+	pfxSchMsgs  = []byte("p/co/sm/") // <schema_name>\0<sequence 8> → message id
 	pfxTag      = []byte("p/co/tag/")
 	pfxTagConv  = []byte("p/co/tagc/")
 	pfxAuthor   = []byte("p/co/au/")
@@ -70,9 +73,9 @@ type Conversation struct {
 }
 
 // messagesIndex is the index a message listing reads: a conversation's
-// messages, an author's, those mentioning an agent, those with a tag, or
-// all of them, each by sequence; the listing's filters are applied to what
-// it reads.
+// messages, an author's, those mentioning an agent, those with a tag, a
+// schema, a kind (but post) or a payload, or all of them, each by
+// sequence; the listing's filters are applied to what it reads.
 func (in *messagesIn) messagesIndex() []byte {
 	switch {
 	case in.ConversationID != "":
@@ -83,9 +86,20 @@ func (in *messagesIn) messagesIndex() []byte {
 		return cat(pfxMentMsgs, []byte(in.MentionedAgent), []byte{0})
 	case in.Tag != "":
 		return cat(pfxTagMsgs, []byte(in.Tag), []byte{0})
+	case in.SchemaName != "":
+		return cat(pfxSchMsgs, []byte(in.SchemaName), []byte{0})
+	case len(in.Kinds) == 1 && kindIndexed(in.Kinds[0]):
+		return cat(pfxKindMsgs, []byte(in.Kinds[0]), []byte{0})
+	case in.HasPayload != nil && *in.HasPayload:
+		return pfxPayMsgs
 	}
 	return pfxMsgSeq
 }
+
+// kindIndexed reports whether messages of kind are indexed by it: every
+// kind but post, the default, which most messages are and a listing of
+// all messages finds soon.
+func kindIndexed(kind string) bool { return kind != "post" }
 
 // tagRec counts a tag's use.
 type tagRec struct {
