@@ -128,11 +128,6 @@ func rewriteMembers(s *jsonschema.Schema, args json.RawMessage, takes func(*json
 	return b, true
 }
 
-// maxWholeExponent bounds the exponent wholeLiteral reads: any larger one
-// is of a number beyond 64 bits, or of a fraction (or zero) it leaves
-// alone, and is not worth the zeros it would write.
-const maxWholeExponent = 40
-
 // wholeLiteral is the integer literal of text, a JSON number with a
 // fraction or an exponent, when its value is a whole number within 64
 // bits, read from its decimal digits exactly (no float rounding).
@@ -141,23 +136,27 @@ func wholeLiteral(text string) (string, bool) {
 		return "", false
 	}
 	neg := strings.HasPrefix(text, "-")
-	mant, exp := strings.TrimPrefix(text, "-"), 0
+	mant, expText := strings.TrimPrefix(text, "-"), ""
 	if i := strings.IndexAny(mant, "eE"); i >= 0 {
-		e, err := strconv.Atoi(mant[i+1:])
-		if err != nil || e < -maxWholeExponent || e > maxWholeExponent {
-			return "", false
-		}
-		mant, exp = mant[:i], e
+		mant, expText = mant[:i], mant[i+1:]
 	}
 	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := intPart + frac
-	point := len(intPart) + exp // the decimal point's place in digits
-	trimmed := strings.TrimLeft(digits, "0")
-	point -= len(digits) - len(trimmed)
-	digits = trimmed
+	all := intPart + frac
+	digits := strings.TrimLeft(all, "0")
 	if digits == "" {
-		return "0", true
+		return "0", true // zero, whatever its exponent
 	}
+	exp := 0
+	if expText != "" {
+		// Beyond these bounds a nonzero number is out of 64 bits, or
+		// a fraction; within them the zeros written stay few.
+		e, err := strconv.Atoi(expText)
+		if err != nil || e > len(mant)+20 || e < -len(mant)-1 {
+			return "", false
+		}
+		exp = e
+	}
+	point := len(intPart) + exp - (len(all) - len(digits)) // the decimal point's place in digits
 	if point <= 0 || strings.TrimRight(digits[min(point, len(digits)):], "0") != "" {
 		return "", false // a fraction
 	}

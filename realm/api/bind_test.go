@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"reflect"
 	"testing"
 
@@ -285,4 +286,37 @@ func TestInvokeWholeNumbers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzWholeLiteral holds wholeLiteral to exact arithmetic on any JSON
+// number: it answers the integer the number is, when that is whole and
+// within 64 bits (unsigned, or signed when negative), and nothing
+// otherwise; and never for a plain integer literal, which binds as it is.
+func FuzzWholeLiteral(f *testing.F) {
+	for _, s := range []string{"2.0", "1e2", "0.5e1", "-1.0", "1.5", "1e-2", "0.0", "-0.0", "12", "18446744073709551615.0",
+		"18446744073709551616.0", "-9223372036854775808.0", "-9223372036854775809e0", "1E+40", "10e-1", "123.4500e2"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		var n json.Number
+		if json.Unmarshal([]byte(text), &n) != nil || string(n) != text {
+			return // not one JSON number alone
+		}
+		got, whole := wholeLiteral(text)
+		exact, ok := new(big.Rat).SetString(text)
+		if !ok { // an exponent too large for big.Rat: only zero is whole then
+			if whole && got != "0" {
+				t.Fatalf("wholeLiteral(%q) = %q", text, got)
+			}
+			return
+		}
+		in := exact.IsInt() && !isIntegerLiteral(text) &&
+			(exact.Sign() >= 0 && exact.Num().IsUint64() || exact.Sign() < 0 && exact.Num().IsInt64())
+		if whole != in {
+			t.Fatalf("wholeLiteral(%q) whole = %v, want %v", text, whole, in)
+		}
+		if whole && got != exact.Num().String() {
+			t.Fatalf("wholeLiteral(%q) = %q, want %s", text, got, exact.Num().String())
+		}
+	})
 }
