@@ -92,8 +92,7 @@ func (d *drainer) handler(h http.Handler) http.Handler {
 			if cd := d.conns[c]; cd != nil {
 				cd.body = true
 				if d.draining.Load() {
-					cd.cut = true
-					c.SetReadDeadline(time.Now().Add(bodyGrace))
+					cut(c, cd)
 				}
 			}
 			d.mu.Unlock()
@@ -137,6 +136,12 @@ func (d *drainer) bodyRead(c net.Conn) {
 	}
 }
 
+// cut gives c's body, still coming, bodyGrace to arrive; d.mu is held.
+func cut(c net.Conn, cd *connDrain) {
+	cd.cut = true
+	c.SetReadDeadline(time.Now().Add(bodyGrace))
+}
+
 // drain gives the bodies still coming bodyGrace, closes ln and waits, up
 // to grace, until no connection has been idle for less than drainQuiet.
 func (d *drainer) drain(ln net.Listener, grace time.Duration) {
@@ -144,8 +149,7 @@ func (d *drainer) drain(ln net.Listener, grace time.Duration) {
 	d.draining.Store(true)
 	for c, cd := range d.conns {
 		if cd.body && !cd.idle {
-			cd.cut = true
-			c.SetReadDeadline(time.Now().Add(bodyGrace))
+			cut(c, cd)
 		}
 	}
 	d.mu.Unlock()

@@ -214,12 +214,11 @@ func Open(cfg Config) (*Store, error) {
 		unparkDone:  make(chan struct{}),
 		diskDone:    make(chan struct{}),
 	}
-	if err := s.load(); err != nil {
-		s.closeWAL()
-		db.Close()
-		return nil, err
+	err = s.load()
+	if err == nil {
+		err = s.checkOwnChain()
 	}
-	if err := s.checkOwnChain(); err != nil {
+	if err != nil {
 		s.closeWAL()
 		db.Close()
 		return nil, err
