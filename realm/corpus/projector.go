@@ -276,12 +276,15 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 	}
 	for _, kind := range m.Kind {
 		ck := cat(pfxKindConv, []byte(kind), []byte{0}, []byte(d.ConversationID))
-		switch _, err := tx.Get(ck); {
-		case errors.Is(err, store.ErrNotFound):
-			if err := tx.Set(ck, nil); err != nil {
+		if !created { // a new conversation holds no kind yet
+			switch _, err := tx.Get(ck); {
+			case err == nil:
+				continue
+			case !errors.Is(err, store.ErrNotFound):
 				return err
 			}
-		case err != nil:
+		}
+		if err := tx.Set(ck, nil); err != nil {
 			return err
 		}
 	}

@@ -139,8 +139,7 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 	// below it, so a page deep in the corpus costs what the first does.
 	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	err = s.st.View(func(tx *store.Tx) error {
-		// A known conversation, author, mention or tag is read through its own
-		// index.
+		// The index of the most selective filter is read (messagesIndex).
 		return scanSeq(tx, in.messagesIndex(), after, upTo, func(_ uint64, v []byte) error {
 			var m Message
 			if _, err := readMessage(tx, v, &m); err != nil {
@@ -248,6 +247,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 	}
 	upTo := s.st.Sequence()
 	err = s.st.View(func(tx *store.Tx) error {
+		indexed := false // what keep reads came from the filter's own index
 		keep := func(_ uint64, v []byte) error {
 			var cv Conversation
 			if _, err := readConversation(tx, v, &cv); err != nil {
@@ -259,7 +259,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 					return nil
 				}
 			}
-			if in.Tag != "" || len(in.Kinds) > 0 {
+			if (in.Tag != "" || len(in.Kinds) > 0) && !indexed {
 				ok, err := s.conversationHas(tx, cv.ConversationID, in.Tag, in.Kinds)
 				if err != nil || !ok {
 					return err
@@ -288,6 +288,10 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 			ids, ok, err = kindConversations(tx, in.Kinds, after, upTo)
 		}
 		if err != nil || ok {
+			// The index holds only conversations with a message of the
+			// tag, or of one of the kinds; both together must be on one
+			// message, which keep checks.
+			indexed = in.Tag == "" || len(in.Kinds) == 0
 			for _, id := range ids {
 				if err = keep(0, id); err != nil {
 					break

@@ -378,8 +378,7 @@ func (s *Service) messagesJSONL(ctx context.Context, c *api.Call, in messagesIn)
 	after := seqOrZero(in.After)
 	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	out := MessagesJSONLOut{Messages: []json.RawMessage{}, NextCursor: after}
-	// A known conversation, author, mention or tag is read through its own
-	// index.
+	// The index of the most selective filter is read (messagesIndex).
 	pfx := in.messagesIndex()
 	size := 0
 	err = s.st.View(func(tx *store.Tx) error {
