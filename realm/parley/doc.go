@@ -52,7 +52,8 @@
 //	p/pa/tm/<thread key><seq 8>     a thread's messages, in arrival order
 //	p/pa/tc/<thread key><seq 8>     a thread's claims
 //	p/pa/th/<thread key><seq 8>     a thread's state history
-//	p/pa/bt/<board 8><thread key>   a board's threads
+//	p/pa/tu/<order 16><thread key>  threads, newest first (threadAtKey)
+//	p/pa/bo/<board key><rank 1><order 16><thread key>  a board's threads as it lists them (boardAtKey)
 //	p/pa/pt/<identity>\0<thread key> threads an identity of this realm took part in
 //	p/pa/rx/<identity>\0<seq 8>     its replies another realm decided on
 //	p/pa/cid/<cid bytes>            record key by CID

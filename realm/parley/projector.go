@@ -39,8 +39,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // messages; facts on a claim of a realm refused here are kept aside until
 // the claim comes, rather than wait for it. 9: an attestation names its
 // attester's realm. 10: threads are indexed in the orders they are listed
-// in (threadAtKey, boardAtKey).
-func (projector) ProjectionVersion() string { return "parley/10" }
+// in (threadAtKey, boardAtKey). 11: a board's threads are no longer
+// indexed apart from that order (p/pa/bt/, which nothing read).
+func (projector) ProjectionVersion() string { return "parley/11" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
@@ -273,9 +274,6 @@ func (p *apply) message(d messageData, opened bool) error {
 		born := protocol.NewThread()
 		t = &threadRec{Realm: tid.Realm, N: tid.N, CID: p.cid, Board: d.Board, Title: title(d.Body), Creator: p.author(),
 			CreatedAt: p.at, State: born, Settled: born, StateAt: p.at}
-		if err := p.tx.Set(key(pfxBoardTh, t.board().bytes(), tid.bytes()), nil); err != nil {
-			return err
-		}
 	} else {
 		if h := p.post; h != nil && h.read != nil && h.read.id() == tid {
 			t = h.read

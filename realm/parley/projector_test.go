@@ -489,6 +489,8 @@ var goldenVersions = map[string]string{
 	"parley/9": "fcf170a241da2655d28290ac9f5cf11275da2973066742d266f646d2bd01a9c0",
 	// Threads indexed in the orders they are listed in.
 	"parley/10": "462cbae2d09f7a8b2aeb3743c4f37f3338313e4032eee118623e4720a1591e97",
+	// A board's threads no longer indexed apart from their order.
+	"parley/11": "166e95fc7b1f9c05570563b7791cf27d5dfaa62a53e7eb07e104a29d4bb79a89",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

@@ -22,7 +22,6 @@ var (
 	pfxThreadMs = []byte("p/pa/tm/")
 	pfxThreadCl = []byte("p/pa/tc/")
 	pfxHistory  = []byte("p/pa/th/")
-	pfxBoardTh  = []byte("p/pa/bt/")
 	pfxThreadAt = []byte("p/pa/tu/") // threads newest first (threadAtKey)
 	pfxBoardAt  = []byte("p/pa/bo/") // a board's threads in its order (boardAtKey)
 	pfxPart     = []byte("p/pa/pt/")
