@@ -288,13 +288,8 @@ func TestCorpusStreamShutdown(t *testing.T) {
 	}
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve waited for the open stream")
+	if err := awaitServed(t, served, 10*time.Second, "Serve waited for the open stream"); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := io.ReadAll(resp.Body); err != nil {
 		t.Fatalf("the stream did not end cleanly: %v", err)

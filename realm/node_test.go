@@ -97,6 +97,19 @@ func servingNode(t *testing.T, realmName, dir string, with ...func(*Config)) (n 
 	return n, cancel, done
 }
 
+// awaitServed is what Serve returned, once it has; it fails the test with
+// what when Serve is still running after within.
+func awaitServed(t *testing.T, served <-chan error, within time.Duration, what string) error {
+	t.Helper()
+	select {
+	case err := <-served:
+		return err
+	case <-time.After(within):
+		t.Fatal(what)
+		return nil
+	}
+}
+
 // do sends a JSON request and decodes the JSON answer.
 func (tn *testNode) do(t *testing.T, method, path, token string, body any) (int, map[string]any) {
 	t.Helper()
@@ -839,13 +852,8 @@ func TestServeShutdownUnderLoad(t *testing.T) {
 	eventually(t, 10*time.Second, "requests to be answered", func() bool { return answered.Load() >= 200 })
 	cancel()
 	wg.Wait()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Serve did not return")
+	if err := awaitServed(t, served, 20*time.Second, "Serve did not return"); err != nil {
+		t.Fatal(err)
 	}
 	close(errs)
 	for err := range errs {
@@ -869,13 +877,8 @@ func TestServeShutdownCutsStalledBody(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // the handler is reading the body
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("Serve waited for a stalled request body")
+	if err := awaitServed(t, served, 15*time.Second, "Serve waited for a stalled request body"); err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("shut down in %v with a stalled body", time.Since(start))
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -922,13 +925,8 @@ func TestServeShutdownCutsStalledUploads(t *testing.T) {
 	resp.Body.Close()
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Fatalf("Serve: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Serve waited for the stalled uploads")
+	if err := awaitServed(t, served, 10*time.Second, "Serve waited for the stalled uploads"); err != nil {
+		t.Fatalf("Serve: %v", err)
 	}
 	for _, c := range conns {
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -967,12 +965,7 @@ func TestServeExitsWhenTheStoreCannotClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	select {
-	case err := <-served:
-		if err == nil || !strings.Contains(err.Error(), "store not closed") {
-			t.Fatalf("Serve returned %v, want the store's timeout", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Serve waited for a store that cannot close")
+	if err := awaitServed(t, served, 20*time.Second, "Serve waited for a store that cannot close"); err == nil || !strings.Contains(err.Error(), "store not closed") {
+		t.Fatalf("Serve returned %v, want the store's timeout", err)
 	}
 }
