@@ -150,10 +150,21 @@ func CloseChange(t ThreadState, s Standing) (*Change, *Refusal) {
 // (moderation: lock or human), restoring the state it had before. A state
 // the human set, only the human reopens. A model's reopen is a proposal,
 // and a proposal over a confirmed close leaves the thread locked until it
-// is confirmed (relay's thread records).
-func ReopenChange(t ThreadState, s Standing) (*Change, *Refusal) {
+// is confirmed; settled is the last confirmed state, which says so. The
+// human's or a lock holder's reopen of a thread so locked confirms the
+// proposal: reopening is what a locked thread asks of them.
+func ReopenChange(t, settled ThreadState, s Standing) (*Change, *Refusal) {
 	if !s.authority() {
 		return nil, Refuse(ReasonThreadAuthority)
+	}
+	if !t.Confirmed && settled.Locked() && t.State != StateClosed && !IsSide(t.State) {
+		switch {
+		case settled.Origin == OriginUser && s < StandingHuman:
+			return nil, Refusef(ReasonThreadAuthority, "The human closed this thread; only the human reopens it.")
+		case !s.confirms():
+			return nil, Refusef(ReasonStateInvalid, "The thread's reopening is already proposed; the human or a lock holder confirms it.")
+		}
+		return &Change{To: t.State, Origin: s.origin(), Confirmed: true, Before: t.Before}, nil
 	}
 	switch {
 	case t.State != StateClosed && !IsSide(t.State):

@@ -367,8 +367,42 @@ var reopenChangeTests = []reopenChangeTest{
 
 func TestReopenChange(t *testing.T) {
 	for _, tc := range reopenChangeTests {
-		got, ref := ReopenChange(tc.from, tc.s)
+		got, ref := ReopenChange(tc.from, tc.from, tc.s)
 		checkChange(t, tc.name, got, ref, tc.want, tc.reason, nil)
+	}
+}
+
+type reopenLockedTest struct {
+	name    string
+	from    ThreadState // a model's reopen, a proposal
+	settled ThreadState // the confirmed close that still locks the thread
+	s       Standing
+	want    *Change
+	reason  Reason
+}
+
+// A model's reopen over a confirmed close leaves the thread locked; a
+// reopen by those who confirm lifts the lock, as the thread_closed
+// refusal says (reopen first: creator, lock, human).
+var reopenLockedTests = []reopenLockedTest{
+	{"the human reopens a thread a model proposed to reopen", proposed(StateDecided, ""), byLock(StateClosed, StateDecided), StandingHuman,
+		&Change{To: StateDecided, Origin: OriginUser, Confirmed: true}, ""},
+	{"a lock holder reopens a thread a model proposed to reopen", proposed(StateOpen, ""), byLock(StateClosed, StateOpen), StandingLock,
+		&Change{To: StateOpen, Origin: OriginLLM, Confirmed: true}, ""},
+	{"the creator reopens again", proposed(StateAnswered, ""), byLock(StateClosed, StateAnswered), StandingCreator, nil, ReasonStateInvalid},
+	{"a lock holder under the human's close", proposed(StateOpen, ""), byHuman(StateClosed, StateOpen), StandingLock, nil, ReasonThreadAuthority},
+	{"no authority", proposed(StateOpen, ""), byLock(StateClosed, StateOpen), StandingNone, nil, ReasonThreadAuthority},
+	// Not locked: a proposed close stands under it, or nothing does.
+	{"a proposed open over a proposed close", proposed(StateOpen, ""), proposed(StateClosed, StateOpen), StandingHuman, nil, ReasonStateInvalid},
+}
+
+func TestReopenChangeLocked(t *testing.T) {
+	for _, tc := range reopenLockedTests {
+		got, ref := ReopenChange(tc.from, tc.settled, tc.s)
+		checkChange(t, tc.name, got, ref, tc.want, tc.reason, nil)
+		if got != nil && tc.from.Apply(*got).Locked() {
+			t.Errorf("%s: still locked after the reopen", tc.name)
+		}
 	}
 }
 
@@ -376,7 +410,7 @@ func TestReopenChange(t *testing.T) {
 func TestReopenChangeLandsForward(t *testing.T) {
 	for _, st := range []State{StateClosed, StateDeferred, StateObsolete, StateRejected} {
 		for _, before := range append([]State{""}, States...) {
-			got, ref := ReopenChange(byHuman(st, before), StandingHuman)
+			got, ref := ReopenChange(byHuman(st, before), byHuman(st, before), StandingHuman)
 			if ref != nil {
 				t.Errorf("ReopenChange(%s before %q): %v", st, before, ref)
 				continue

@@ -161,6 +161,41 @@ func TestScenarioThreadLifecycle(t *testing.T) {
 	}
 }
 
+// TestReopenLiftsAModelsPendingReopen: a model's reopen of a confirmed
+// close is a proposal, and the thread stays locked. The refusal of a post
+// there says what to do, reopen first (creator, lock, human); the human's
+// or a lock holder's reopen then lifts the lock, over HTTP and MCP alike,
+// rather than call the locked thread open and refuse.
+func TestReopenLiftsAModelsPendingReopen(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	b := tn.issue(t, "beta", "write")
+	l := tn.issue(t, "warden", "write", "lock")
+	sessions := tn.mcpSessions(t, l, tn.operator)
+	for i, tok := range []string{tn.operator, l} {
+		th := fmt.Sprintf("th_%d", i+1)
+		tn.post(t, a, "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"})
+		tn.post(t, a, "/api/v1/threads/"+th+"/close", map[string]any{})
+		tn.post(t, l, "/api/v1/threads/"+th+"/confirm", map[string]any{})
+		tn.post(t, a, "/api/v1/threads/"+th+"/reopen", map[string]any{})
+		tn.checkThread(t, "proposed reopen", th, threadState{"open", "llm", true, true, true})
+		if status, out := tn.do(t, "POST", "/api/v1/threads/"+th+"/reopen", a, map[string]any{}); status != 409 || out["reason"] != "state_invalid" {
+			t.Fatalf("the creator's second reopen: %d %v", status, out)
+		}
+		if i == 0 {
+			tn.post(t, tok, "/api/v1/threads/"+th+"/reopen", map[string]any{})
+			tn.checkThread(t, "the human's reopen", th, threadState{"open", "user", false, false, true})
+		} else {
+			res, err := sessions[tok].CallTool(context.Background(), &mcp.CallToolParams{Name: "post_threads_id_reopen", Arguments: map[string]any{"id": th}})
+			if err != nil || res.IsError {
+				t.Fatalf("a lock holder's reopen over MCP: %v %v", err, res.StructuredContent)
+			}
+			tn.checkThread(t, "a lock holder's reopen", th, threadState{"open", "llm", false, false, true})
+		}
+		tn.post(t, b, "/api/v1/threads/"+th+"/messages", map[string]any{"kind": "answer", "body": "The LRU one."})
+	}
+}
+
 // parityCase is one refusal that must look the same over HTTP and MCP.
 type parityCase struct {
 	reason, token, method, path, tool string

@@ -335,7 +335,7 @@ func (s *Service) closeThread(ctx context.Context, c *api.Call, in noteIn) (Thre
 
 func (s *Service) reopenThread(ctx context.Context, c *api.Call, in noteIn) (ThreadResult, error) {
 	return s.stateOp("reopen", func(t *threadRec, st protocol.Standing) (*protocol.Change, *protocol.Refusal) {
-		return protocol.ReopenChange(t.State, st)
+		return protocol.ReopenChange(t.State, t.Settled, st)
 	})(ctx, c, in)
 }
 
