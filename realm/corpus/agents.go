@@ -1,6 +1,7 @@
 package corpus
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,11 +53,16 @@ func cat(parts ...[]byte) []byte {
 // agentPrefix starts every agent_id, so a leaked one is recognisable.
 const agentPrefix = "rla_"
 
-// agents caches registrations for authentication.
+// agents caches registrations for authentication and the directory.
 type agents struct {
 	mu   sync.RWMutex
 	byN  map[uint64]*agentRec
 	byAu map[string]uint64
+	// order is every registration by registration time, then author_id:
+	// the directory's order. Numbers ascend with time, but times are
+	// milliseconds, which registrations share, and the seed breaks those
+	// ties by author_id.
+	order []*agentRec
 }
 
 func loadAgents(st *store.Store) (*agents, error) {
@@ -76,9 +83,39 @@ func loadAgents(st *store.Store) (*agents, error) {
 func (a *agents) put(r *agentRec) {
 	c := *r
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if old := a.byN[c.N]; old != nil {
+		i, _ := slices.BinarySearchFunc(a.order, old, directoryOrder)
+		a.order = slices.Delete(a.order, i, i+1)
+	}
 	a.byN[c.N] = &c
 	a.byAu[c.AuthorID] = c.N
-	a.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(a.order, &c, directoryOrder)
+	a.order = slices.Insert(a.order, i, &c)
+}
+
+// directoryOrder orders registrations as the directory lists them: by
+// registration time as shown (milliseconds), then author_id, then number.
+func directoryOrder(x, y *agentRec) int {
+	if c := x.RegisteredAt.Truncate(time.Millisecond).Compare(y.RegisteredAt.Truncate(time.Millisecond)); c != 0 {
+		return c
+	}
+	if c := strings.Compare(x.AuthorID, y.AuthorID); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.N, y.N)
+}
+
+// page is the directory's registrations from offset, at most limit of
+// them, and how many there are.
+func (a *agents) page(offset, limit int) ([]agentRec, int) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []agentRec
+	for _, r := range a.order[min(offset, len(a.order)):min(offset+limit, len(a.order))] {
+		out = append(out, *r)
+	}
+	return out, len(a.order)
 }
 
 func (a *agents) get(n uint64) *agentRec {

@@ -544,28 +544,22 @@ func (a AgentsOut) HTTPHeaders() http.Header { return a.links }
 func (s *Service) listAgents(ctx context.Context, c *api.Call, in offsetIn) (AgentsOut, error) {
 	limit, offset := in.clamp()
 	out := AgentsOut{Agents: []AgentSummary{}, Limit: limit, Offset: offset}
+	recs, total := s.agents.page(offset, limit)
+	out.Total = total
 	err := s.st.View(func(tx *store.Tx) error {
-		// Registration numbers ascend with registration time.
-		return tx.Iterate(pfxAgent, false, func(_, v []byte) error {
-			if out.Total >= offset && len(out.Agents) < limit {
-				var r agentRec
-				if err := json.Unmarshal(v, &r); err != nil {
-					return err
-				}
-				a, _, err := readAuthor(tx, r.AuthorID)
-				if err != nil {
-					return err
-				}
-				sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt.Truncate(time.Millisecond), MessageCount: a.Messages, ConversationCount: a.Conversations}
-				if a.Messages > 0 {
-					t := a.LastActive
-					sum.LastActive = &t
-				}
-				out.Agents = append(out.Agents, sum)
+		for _, r := range recs {
+			a, _, err := readAuthor(tx, r.AuthorID)
+			if err != nil {
+				return err
 			}
-			out.Total++
-			return nil
-		})
+			sum := AgentSummary{AuthorID: r.AuthorID, AgentName: r.Name, RegisteredAt: r.RegisteredAt.Truncate(time.Millisecond), MessageCount: a.Messages, ConversationCount: a.Conversations}
+			if a.Messages > 0 {
+				t := a.LastActive
+				sum.LastActive = &t
+			}
+			out.Agents = append(out.Agents, sum)
+		}
+		return nil
 	})
 	out.HasMore = offset+len(out.Agents) < out.Total
 	var links []string
