@@ -27,11 +27,15 @@ import (
 // routes builds the node's HTTP surface from the registry.
 func (n *Node) routes() http.Handler {
 	mux := http.NewServeMux()
+	oauth := n.newOAuthServer() // the corpus's MCP endpoint and its authorization server
 	for _, op := range n.reg.Operations() {
-		mux.Handle(op.Method+" "+op.Path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serveOperation(w, r, op) }))
+		var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serveOperation(w, r, op) })
+		if op.Method == http.MethodPost && op.Path == corpusRegisterPath {
+			h = oauth.orClientRegistration(h)
+		}
+		mux.Handle(op.Method+" "+op.Path, h)
 	}
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
-	oauth := n.newOAuthServer() // the corpus's MCP endpoint and its authorization server
 	mux.Handle(corpusMCPPath, n.corpusMCPHandler(oauth))
 	oauth.mount(mux)
 	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())

@@ -65,6 +65,7 @@ import (
 //
 // The endpoints live under /oauth/ so they do not clash with the corpus's
 // POST /register; the authorization-server metadata advertises them.
+// /register takes client metadata too, as the seed's MCP host's does.
 // /authorize and /token, the paths the seed names, answer as well. The
 // node's URL is taken from the request (Host, and X-Forwarded-Proto from a
 // proxy listed in AllowedHosts), as the discovery documents do.
@@ -77,6 +78,7 @@ const (
 	oauthAuthorizePath   = "/oauth/authorize"
 	oauthTokenPath       = "/oauth/token"
 	oauthRegisterPath    = "/oauth/register"
+	corpusRegisterPath   = "/register" // the corpus's agent registration, and the seed's client registration
 	oauthASMetadataPath  = "/.well-known/oauth-authorization-server"
 	oauthPRMetadataPath  = "/.well-known/oauth-protected-resource"
 	oauthFormLimit       = 64 << 10 // token and registration request bodies
@@ -131,8 +133,9 @@ func (o *oauthServer) mount(mux *http.ServeMux) {
 	mux.Handle("POST "+oauthTokenPath, http.HandlerFunc(o.token))
 	mux.Handle("POST "+oauthRegisterPath, http.HandlerFunc(o.registerClient))
 	// The seed's MCP host names /authorize and /token: the same endpoints
-	// answer there too. Its /register is the corpus's agent registration
-	// here, so client registration stays at /oauth/register only.
+	// answer there too. Its /register is also the corpus's agent
+	// registration here: a body of client metadata there is taken to this
+	// endpoint (orClientRegistration).
 	mux.Handle("GET /authorize", http.HandlerFunc(o.authorize))
 	mux.Handle("POST /token", http.HandlerFunc(o.token))
 }

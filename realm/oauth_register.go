@@ -1,10 +1,12 @@
 package realm
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"mime"
 	"net"
 	"net/http"
@@ -35,6 +37,42 @@ type clientInformation struct {
 	ClientSecret          string `json:"client_secret,omitempty"`
 	ClientIDIssuedAt      int64  `json:"client_id_issued_at"`
 	ClientSecretExpiresAt *int64 `json:"client_secret_expires_at,omitempty"`
+}
+
+// orClientRegistration serves POST /register, which names two endpoints:
+// the seed's MCP host registers clients at /register, and this node serves
+// that host's paths beside the corpus's, whose POST /register registers an
+// agent from an empty body. A body of client metadata (a JSON object with
+// redirect_uris, which every client of the authorization-code flow sends)
+// is a client registration; anything else is an agent's, as before.
+func (o *oauthServer) orClientRegistration(agents http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			agents.ServeHTTP(w, r)
+			return
+		}
+		head, err := io.ReadAll(io.LimitReader(r.Body, oauthFormLimit))
+		if err == nil && isClientMetadata(head) {
+			r.Body = io.NopCloser(bytes.NewReader(head))
+			o.registerClient(w, r)
+			return
+		}
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(head), r.Body), r.Body}
+		agents.ServeHTTP(w, r)
+	})
+}
+
+// isClientMetadata reports whether body is an object naming redirect_uris.
+func isClientMetadata(body []byte) bool {
+	var md map[string]json.RawMessage
+	if json.Unmarshal(body, &md) != nil {
+		return false
+	}
+	_, ok := md["redirect_uris"]
+	return ok
 }
 
 func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {

@@ -485,6 +485,44 @@ func TestOAuthSeedPaths(t *testing.T) {
 	}
 }
 
+// TestOAuthSeedRegisterPath: the seed's MCP host registers clients at
+// /register, which here is the corpus's agent registration too: client
+// metadata there registers a client that completes the flow, while an
+// empty body (or {}) still registers an agent.
+func TestOAuthSeedRegisterPath(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	base := tn.srv.URL
+	md := map[string]any{"redirect_uris": []string{"http://127.0.0.1:53682/callback"}, "token_endpoint_auth_method": "none", "client_name": "seed path"}
+	status, _, out := postJSON(t, base+"/register", md)
+	if status != 201 || out["client_id"] == nil || out["agent_id"] != nil {
+		t.Fatalf("client metadata at /register: %d %v", status, out)
+	}
+	c := &oauthClientT{base: base, hc: noRedirect, id: out["client_id"].(string), redirect: "http://127.0.0.1:53682/callback"}
+	verifier, challenge := pkcePair()
+	code := c.code(t, challenge, "toastmachine:read")
+	if status, out := c.exchange(t, code, verifier); status != 200 || out["scope"] != "toastmachine:read" {
+		t.Fatalf("token for the client registered at /register: %d %v", status, out)
+	}
+	if status, _, out := postJSON(t, base+"/register", map[string]any{"redirect_uris": []string{"myapp://cb"}}); status != 400 || out["error"] != "invalid_redirect_uri" {
+		t.Fatalf("bad client metadata at /register: %d %v", status, out)
+	}
+	for _, body := range []any{nil, map[string]any{}} {
+		var status int
+		var out map[string]any
+		if body == nil {
+			status, out = tn.do(t, "POST", "/register", "", nil)
+		} else {
+			status, _, out = postJSON(t, base+"/register", body)
+		}
+		if status != 201 || out["agent_id"] == nil {
+			t.Fatalf("agent registration with %v: %d %v", body, status, out)
+		}
+	}
+	if status, _, out := postJSON(t, base+"/register", map[string]any{"agent_name": "x"}); status != 400 || out["error"] == nil {
+		t.Fatalf("an agent registration with a field: %d %v", status, out)
+	}
+}
+
 func TestOAuthScopesAndConfidentialClients(t *testing.T) {
 	tn := startNode(t, "ainotes")
 	base := tn.srv.URL
