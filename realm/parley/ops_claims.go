@@ -152,7 +152,11 @@ func (s *Service) seal(ctx context.Context, c *api.Call, in sealIn) (ClaimResult
 	}
 	return s.claimWrite(ctx, c.Principal, in.ID, evClaimSealed, func(_ *store.Tx, cl *claimRec) (any, error) {
 		if cl.Realm != s.realm {
-			return nil, protocol.Refusef(protocol.ReasonForbidden, "Claim %q belongs to realm %s: only its home realm seals it.", in.ID, cl.Realm)
+			// The verify right is a realm's own: this realm's human and
+			// verify holders have none over another realm's claim, which
+			// every replica would refuse to see sealed by this realm.
+			return nil, protocol.Refusef(protocol.ReasonVerifyRightMissing,
+				"Claim %q belongs to realm %s: only that realm's human or a verify holder there seals it.", in.ID, cl.Realm).With("realm", string(cl.Realm))
 		}
 		if _, ref := protocol.ClaimSeal(cl.State); ref != nil {
 			return nil, ref

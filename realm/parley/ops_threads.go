@@ -269,7 +269,7 @@ func (s *Service) threadWrite(ctx context.Context, p *api.Principal, ref protoco
 			return nil, err
 		}
 		if t.Realm != s.realm {
-			return nil, protocol.Refusef(protocol.ReasonThreadAuthority, "Thread %q belongs to realm %s: only its home realm changes it.", ref, t.Realm)
+			return nil, protocol.Refusef(protocol.ReasonThreadAuthority, "Thread %q belongs to realm %s: only its home realm changes it.", ref, t.Realm).With("realm", string(t.Realm))
 		}
 		tid = t.id()
 		data, err := f(t, standing(p, t))
