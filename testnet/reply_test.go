@@ -258,6 +258,30 @@ func TestOperatorsAreOfTheirRealm(t *testing.T) {
 	}
 }
 
+// TestAnswerAcrossOperators: every realm's operator is human:operator, yet
+// one realm's operator answering what the other asked, without naming the
+// message, answers another speaker, not its own ask: at r2 into r1's
+// thread, and at r1 in its own thread after r2's operator asked there.
+func TestAnswerAcrossOperators(t *testing.T) {
+	net, r1, r2 := pair(t)
+	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, nil); st/100 != 2 {
+		t.Fatalf("open: %d", st)
+	}
+	converge(t, net)
+	var out postAnswer
+	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("r2's operator answers r1's: %d %+v", st, out)
+	}
+	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "ask", "body": "And why?"}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("r2's operator asks: %d %+v", st, out)
+	}
+	converge(t, net)
+	out = postAnswer{}
+	if st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", map[string]any{"kind": "answer", "body": "Because it is warm."}, &out); st/100 != 2 {
+		t.Fatalf("r1's operator answers r2's: %d %+v", st, out)
+	}
+}
+
 // TestAttesterRealmShown: every realm's operator is human:operator, so an
 // attestation names its attester's realm: r2's operator supporting a
 // claim of r1's operator is not r1's operator attesting its own claim,

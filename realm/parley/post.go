@@ -123,9 +123,10 @@ func (s *Service) post(ctx context.Context, p *api.Principal, board protocol.Key
 				return nil, protocol.Refusef(protocol.ReasonSelfReply, "%s (extension %q) cannot reply to its own message; use another extension.", pm.Identity, ext)
 			}
 			d.Parent = s.keyString(protocol.KeyMessage, pid)
-		} else if env.Kind == protocol.ActAnswer && t.Awaiting && t.Last.Identity == p.Identity.String() && t.Last.Extension == ext {
+		} else if env.Kind == protocol.ActAnswer && t.Awaiting && t.Last.Realm == s.realm && t.Last.Identity == p.Identity.String() && t.Last.Extension == ext {
 			// An answer without a parent answers the message the thread
-			// awaits a reply to, its last: a line's own, here.
+			// awaits a reply to, its last: a line's own, here. Its realm
+			// counts: every realm's human is human:<name>.
 			return nil, protocol.Refusef(protocol.ReasonSelfReply, "%s (extension %q) cannot answer its own %s; use another extension.", t.Last.Identity, ext, t.Last.Kind)
 		}
 		for i, r := range env.RelatesTo {
