@@ -316,6 +316,59 @@ func TestAttesterRealmShown(t *testing.T) {
 	}
 }
 
+// TestStateSetterRealmShown: every realm's operator is human:operator, so
+// who set a thread's state names their realm too. r2's operator answers in
+// r1's thread, which r1 accepts (answered, set by r2's human), then r1's
+// operator decides: every realm names each setter's realm, on the thread
+// and in its state history.
+func TestStateSetterRealmShown(t *testing.T) {
+	net, r1, r2 := pair(t)
+	if st := call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, nil); st/100 != 2 {
+		t.Fatalf("open: %d", st)
+	}
+	converge(t, net)
+	var out postAnswer
+	if st := call(t, r2, "POST", "/api/v1/threads/r1:th_1/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out); st/100 != 2 || out.Message.Status != "accepted" {
+		t.Fatalf("r2's operator answers: %d %+v", st, out)
+	}
+	type thread struct {
+		Thread struct {
+			State           string `json:"state"`
+			StateSetBy      string `json:"state_set_by"`
+			StateSetByRealm string `json:"state_set_by_realm"`
+		} `json:"thread"`
+	}
+	type events struct {
+		Events []struct {
+			To    string `json:"to"`
+			By    string `json:"by"`
+			Realm string `json:"realm"`
+		} `json:"events"`
+	}
+	check := func(step, state, realm string, history []string) {
+		t.Helper()
+		converge(t, net)
+		for _, r := range net.Realms {
+			var th thread
+			var ev events
+			call(t, r, "GET", "/api/v1/threads/r1:th_1", nil, &th)
+			call(t, r, "GET", "/api/v1/threads/r1:th_1/events", nil, &ev)
+			var got []string
+			for _, e := range ev.Events {
+				got = append(got, e.To+" by "+e.By+" of "+e.Realm)
+			}
+			if th.Thread.State != state || th.Thread.StateSetBy != "human:operator" || th.Thread.StateSetByRealm != realm || fmt.Sprint(got) != fmt.Sprint(history) {
+				t.Fatalf("%s: %s shows %+v, history %v; want %s set by %s's human, history %v", step, r.Name, th.Thread, got, state, realm, history)
+			}
+		}
+	}
+	check("answered by r2", "answered", "r2", []string{"answered by human:operator of r2"})
+	if st := call(t, r1, "POST", "/api/v1/threads/th_1/messages", map[string]any{"kind": "decide", "body": "The second one it is."}, nil); st/100 != 2 {
+		t.Fatalf("decide: %d", st)
+	}
+	check("decided by r1", "decided", "r1", []string{"answered by human:operator of r2", "decided by human:operator of r1"})
+}
+
 // TestReplierAwaited: an agent of r2 that answered in r1's thread took
 // part in it, though r1's decision joined its reply to the thread: when
 // r1's operator asks there next, the thread is in the agent's inbox at r2.

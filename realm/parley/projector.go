@@ -40,8 +40,9 @@ func (projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // the claim comes, rather than wait for it. 9: an attestation names its
 // attester's realm. 10: threads are indexed in the orders they are listed
 // in (threadAtKey, boardAtKey). 11: a board's threads are no longer
-// indexed apart from that order (p/pa/bt/, which nothing read).
-func (projector) ProjectionVersion() string { return "parley/11" }
+// indexed apart from that order (p/pa/bt/, which nothing read). 12: who set
+// a thread's state, and each entry of its history, names its realm.
+func (projector) ProjectionVersion() string { return "parley/12" }
 
 // Apply folds one event into the records. It enforces that authority stays
 // home: a thread's state, pins and moderation change only by events of the
@@ -422,13 +423,20 @@ func (p *apply) participate(old *threadRec, realm protocol.Realm, identity strin
 	return p.tx.Set(tid.appendTo(k), nil)
 }
 
-// change applies a state change to t and records it in the history.
+// change applies a state change to t and records it in the history. The
+// change is by the author of message msg, of msg's realm, when an act
+// makes it (an accepted reply's author is of the reply's realm), and
+// otherwise by the event's author, of the event's realm.
 func (p *apply) change(t *threadRec, c protocol.Change, via, note string, msg *rid) error {
-	h := historyRec{From: t.State.State, To: c.To, Origin: c.Origin, Confirmed: c.Confirmed, Via: via, By: p.author(),
+	by := p.realm
+	if msg != nil {
+		by = msg.Realm
+	}
+	h := historyRec{From: t.State.State, To: c.To, Origin: c.Origin, Confirmed: c.Confirmed, Via: via, By: p.author(), ByRealm: by,
 		Message: msg, Note: note, At: p.at, CID: p.cid, Sequence: p.se.Sequence}
 	t.State = t.State.Apply(c)
 	if via != "confirm" { // a confirmation keeps who set the state
-		t.StateBy = p.author()
+		t.StateBy, t.StateByRealm = p.author(), by
 		t.StateAt = p.at
 	}
 	if c.Confirmed {

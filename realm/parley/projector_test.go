@@ -491,6 +491,9 @@ var goldenVersions = map[string]string{
 	"parley/10": "462cbae2d09f7a8b2aeb3743c4f37f3338313e4032eee118623e4720a1591e97",
 	// A board's threads no longer indexed apart from their order.
 	"parley/11": "166e95fc7b1f9c05570563b7791cf27d5dfaa62a53e7eb07e104a29d4bb79a89",
+	// Who set a thread's state, and each history entry's setter, name
+	// their realm.
+	"parley/12": "7d1f88af486c8e4a9680e5fcfe35c7aef283c79262fbf178d412150f07302bba",
 }
 
 func TestProjectionVersionPinsGolden(t *testing.T) {

@@ -118,17 +118,21 @@ type threadRec struct {
 	State     protocol.ThreadState `json:"state"`
 	// Settled is the last confirmed state: what rejecting a proposal
 	// restores.
-	Settled     protocol.ThreadState `json:"settled"`
-	StateBy     string               `json:"state_by,omitempty"`
-	StateAt     time.Time            `json:"state_at"`
-	ConfirmedAt *time.Time           `json:"confirmed_at,omitempty"`
-	ConfirmedBy string               `json:"confirmed_by,omitempty"`
-	Awaiting    bool                 `json:"awaiting"`
-	Last        lastMessage          `json:"last"`
-	Messages    int                  `json:"messages"`
-	Claims      int                  `json:"claims"`
-	Pinned      bool                 `json:"pinned"`
-	NoLLM       bool                 `json:"no_llm"`
+	Settled protocol.ThreadState `json:"settled"`
+	StateBy string               `json:"state_by,omitempty"`
+	// StateByRealm is StateBy's realm: the thread's, or, for the act of
+	// a reply it accepted, the reply's (every realm's human is
+	// human:<name>).
+	StateByRealm protocol.Realm `json:"state_by_realm,omitempty"`
+	StateAt      time.Time      `json:"state_at"`
+	ConfirmedAt  *time.Time     `json:"confirmed_at,omitempty"`
+	ConfirmedBy  string         `json:"confirmed_by,omitempty"`
+	Awaiting     bool           `json:"awaiting"`
+	Last         lastMessage    `json:"last"`
+	Messages     int            `json:"messages"`
+	Claims       int            `json:"claims"`
+	Pinned       bool           `json:"pinned"`
+	NoLLM        bool           `json:"no_llm"`
 }
 
 type lastMessage struct {
@@ -311,6 +315,7 @@ type historyRec struct {
 	Confirmed bool           `json:"confirmed"`
 	Via       string         `json:"via"`
 	By        string         `json:"by"`
+	ByRealm   protocol.Realm `json:"by_realm,omitempty"` // By's realm, as threadRec.StateByRealm
 	Message   *rid           `json:"message,omitempty"`
 	Note      string         `json:"note,omitempty"`
 	At        time.Time      `json:"at"`

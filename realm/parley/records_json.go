@@ -84,6 +84,10 @@ func (t *threadRec) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"state_by":`...)
 		b = jsonenc.AppendHTMLString(b, t.StateBy)
 	}
+	if t.StateByRealm != "" {
+		b = append(b, `,"state_by_realm":`...)
+		b = jsonenc.AppendHTMLString(b, string(t.StateByRealm))
+	}
 	b = append(b, `,"state_at":`...)
 	if b, err = jsonenc.AppendTime(b, t.StateAt); err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ type ThreadOut struct {
 	StateConfirmedAt  *time.Time     `json:"state_confirmed_at" jsonschema:"null while the state is a model's proposal"`
 	StateConfirmedBy  string         `json:"state_confirmed_by,omitempty"`
 	StateSetBy        string         `json:"state_set_by,omitempty"`
+	StateSetByRealm   string         `json:"state_set_by_realm,omitempty" jsonschema:"the realm of state_set_by: the thread's, or another realm's whose reply the thread's realm accepted (every realm's human is human:<name>)"`
 	StateSetAt        time.Time      `json:"state_set_at"`
 	Proposal          bool           `json:"proposal" jsonschema:"true while the state awaits confirmation"`
 	Locked            bool           `json:"locked" jsonschema:"a confirmed close: no message for anyone until reopened"`
@@ -147,6 +148,7 @@ type StateEvent struct {
 	Confirmed bool           `json:"confirmed"`
 	Via       string         `json:"via" jsonschema:"act, close, reopen, state, confirm or reject"`
 	By        string         `json:"by"`
+	Realm     string         `json:"realm" jsonschema:"the realm of by: the thread's, or another realm's whose reply the thread's realm accepted (every realm's human is human:<name>)"`
 	Message   *string        `json:"message"`
 	Note      string         `json:"note,omitempty"`
 	At        time.Time      `json:"at"`
@@ -184,7 +186,7 @@ func (s *Service) messageOut(m *messageRec) MessageOut {
 func (s *Service) threadOut(t *threadRec) ThreadOut {
 	out := ThreadOut{
 		ID: s.keyString(protocol.KeyThread, t.id()), Realm: string(t.Realm), CID: t.CID, Board: t.Board, Title: t.Title,
-		State: t.State.State, StateSetBy: t.StateBy, StateSetAt: t.StateAt,
+		State: t.State.State, StateSetBy: t.StateBy, StateSetByRealm: string(t.StateByRealm), StateSetAt: t.StateAt,
 		Proposal: !t.State.Confirmed, Locked: t.locked(), Creator: t.Creator, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
 		Awaiting: t.Awaiting, MessageCount: t.Messages, ClaimCount: t.Claims, Pinned: t.Pinned, LLMReplyForbidden: t.NoLLM,
 	}
@@ -228,7 +230,7 @@ func (s *Service) claimOut(c *claimRec) ClaimOut {
 }
 
 func (s *Service) historyOut(h *historyRec) StateEvent {
-	out := StateEvent{From: h.From, To: h.To, Confirmed: h.Confirmed, Via: h.Via, By: h.By, Note: h.Note, At: h.At, CID: h.CID}
+	out := StateEvent{From: h.From, To: h.To, Confirmed: h.Confirmed, Via: h.Via, By: h.By, Realm: string(h.ByRealm), Note: h.Note, At: h.At, CID: h.CID}
 	if h.Origin != "" {
 		o := h.Origin
 		out.Origin = &o
