@@ -26,5 +26,10 @@
 //     much per relay that had the run from the origin.
 //   - Catch-up verifies only the newest signature of each range: the store
 //     checks every link, and that signature commits to them all.
+//   - A blocked realm's events are neither stored, served nor relayed, but
+//     catch-up reads those past the held head at a peer that holds them
+//     (blocked.go), checked as the realm's and kept nowhere, so that the
+//     node can refuse the realm's replies into its threads: their authors
+//     would otherwise wait for a word that never comes.
 //   - Lock order: a lane's mu before Service.mu.
 package federation

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -53,7 +54,12 @@ type Config struct {
 	// new events are authored again: numbering kept outside the log
 	// carries on after the numbers those events hold.
 	OwnTaken func(context.Context) error
-	Logger   *slog.Logger
+	// BlockedEvent, when set, is shown every event of a realm the operator
+	// blocked that catch-up reads past what this node holds (blocked.go):
+	// the realm's own, signed and linked, and never stored, served or
+	// relayed here.
+	BlockedEvent func(context.Context, *protocol.Event, cid.Cid)
+	Logger       *slog.Logger
 }
 
 // BlobStore is what the catch-up protocol needs of the node's blobs.
@@ -103,7 +109,8 @@ type Service struct {
 	waiting   map[protocol.Realm]waitNote            // why a realm's next event is held (Realms)
 	lanes     map[protocol.Realm]*lane
 	pulling   map[protocol.Realm]bool
-	gapTimers map[protocol.Realm]bool // a gap check is scheduled
+	peeked    map[protocol.Realm]protocol.Head // a blocked realm's events read up to here (blocked.go)
+	gapTimers map[protocol.Realm]bool          // a gap check is scheduled
 	aheadOf   map[protocol.Realm]aheadWait
 	retrying  atomic.Bool // retryWaiting is running
 
@@ -143,7 +150,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		peers: map[peer.ID]*peerState{}, topics: map[protocol.Realm]*realmTopic{},
 		blocked: map[protocol.Realm]Block{}, quarantined: map[protocol.Realm]Quarantine{}, acked: map[protocol.Realm]map[string]bool{},
 		strangers: map[peer.ID]time.Time{},
-		pending:   map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, gapTimers: map[protocol.Realm]bool{}, aheadOf: map[protocol.Realm]aheadWait{},
+		pending:   map[protocol.Realm]map[uint64]gossiped{}, waiting: map[protocol.Realm]waitNote{}, lanes: map[protocol.Realm]*lane{}, pulling: map[protocol.Realm]bool{}, peeked: map[protocol.Realm]protocol.Head{}, gapTimers: map[protocol.Realm]bool{}, aheadOf: map[protocol.Realm]aheadWait{},
 		outbox: make(chan []*store.StoredEvent, 4096)}
 	s.gater = newGater(cfg.Identity.PeerID, cfg.Open)
 	s.gater.strangers = s.strangerRefused

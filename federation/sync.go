@@ -347,6 +347,12 @@ func (s *Service) syncWith(ctx context.Context, p *peerState, kicked bool) error
 	// refer to; and an exchange ends the hold at start (own.go).
 	defer s.levelOwn(ctx, p.id, own)
 	for realm, h := range theirs {
+		if realm != s.cfg.Realm && s.IsBlocked(realm) {
+			if key, ok := s.dir.Key(realm); ok {
+				s.peekBlocked(ctx, p.id, realm, key, h)
+			}
+			continue
+		}
 		if realm == s.cfg.Realm || s.refusing(realm) {
 			continue
 		}

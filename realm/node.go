@@ -290,6 +290,7 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		fcfg.Listen, fcfg.Peers, fcfg.Open = cfg.P2PAddrs, cfg.Peers, cfg.OpenFederation
 		fcfg.Blobs = n.parley
 		fcfg.OwnTaken = n.parley.ResumeNumbering
+		fcfg.BlockedEvent = n.parley.BlockedEvent
 		fcfg.RestoredIsLatest = cfg.RestoredIsLatest
 		if cfg.SyncInterval > 0 {
 			fcfg.SyncInterval = cfg.SyncInterval

@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -173,8 +174,8 @@ func replierBlocked(t *testing.T) (net *Net, thread string, agent *Realm) {
 	return net, opened.Thread.ID, as(r2, agentToken(t, r2, "answerer"))
 }
 
-// TestRefuteOfAnotherRealmsPendingClaim: r3 blocks r2 before r2's agent
-// replies into r3's thread with a claim: r3 never holds the reply, so it
+// TestRefuteOfAnotherRealmsPendingClaim: r3 is cut off before r2's agent
+// replies into r3's thread with a claim: r3 never gets the reply, so it
 // stays pending everywhere. r4's agent then refutes that claim in a reply
 // into r1's thread: r1 decides it (accepts it) rather than wait for r3's
 // word on the claim's reply, which will not come.
@@ -191,7 +192,7 @@ func TestRefuteOfAnotherRealmsPendingClaim(t *testing.T) {
 	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &o1)
 	call(t, r3, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which disk?"}, &o3)
 	converge(t, net)
-	block(t, r3, "r2")
+	net.Partition([]int{2}, []int{0, 1, 3})
 	var out postAnswer
 	call(t, as(r2, agentToken(t, r2, "a2")), "POST", "/api/v1/threads/r3:"+o3.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "SSD.",
 		"claims": []any{map[string]any{"statement": "ssd is faster"}}}, &out)
@@ -221,4 +222,74 @@ func TestRefuteOfAnotherRealmsPendingClaim(t *testing.T) {
 			t.Fatalf("r1 never decides r4's reply: %q", m.Message.Status)
 		}
 	}
+}
+
+// TestBlockedRealmsReplyRefused: r1 blocks r2, whose agent then answers in
+// r1's thread. r1 takes none of r2's events, yet reads them at r3, and
+// refuses the reply by its block, in an event of its own: r3 and r2 show
+// the reply refused (forbidden), not pending for good, and its author's
+// inbox says so. Unblocked, r1 gets the reply and keeps it refused.
+func TestBlockedRealmsReplyRefused(t *testing.T) {
+	net, err := Start(Config{Realms: 3, Topology: Mesh})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { net.Close() })
+	r1, r2, r3 := net.Realms[0], net.Realms[1], net.Realms[2]
+	var opened struct {
+		Thread struct{ ID string } `json:"thread"`
+	}
+	call(t, r1, "POST", "/api/v1/boards/lobby/threads", map[string]any{"kind": "ask", "body": "Which cache?"}, &opened)
+	converge(t, net)
+	block(t, r1, "r2")
+	agent := as(r2, agentToken(t, r2, "answerer"))
+	var out postAnswer
+	st := call(t, agent, "POST", "/api/v1/threads/r1:"+opened.Thread.ID+"/messages", map[string]any{"kind": "answer", "body": "The second one."}, &out)
+	c := out.Message.CID
+	if st == http.StatusForbidden && out.Reason == "forbidden" {
+		c, _ = out.Details["cid"].(string) // refused within the post's wait
+	} else if st/100 != 2 || out.Message.Status != "pending" {
+		t.Fatalf("reply: %d %+v", st, out)
+	}
+	if c == "" {
+		t.Fatalf("reply: no CID in %d %+v", st, out)
+	}
+	refused := func(r *Realm) {
+		t.Helper()
+		var m postAnswer
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			m = postAnswer{}
+			call(t, r, "GET", "/api/v1/messages/"+c, nil, &m)
+			if m.Message.Status != "pending" && m.Message.Status != "" || time.Now().After(deadline) {
+				break
+			}
+		}
+		if m.Message.Status != "refused" || m.Message.Refusal == nil || m.Message.Refusal.Reason != "forbidden" {
+			t.Fatalf("%s: the reply is %+v, want refused, forbidden", r.Name, m.Message)
+		}
+		var th threadAnswer
+		if call(t, r, "GET", "/api/v1/threads/r1:"+opened.Thread.ID, nil, &th); th.Thread.Messages != 1 {
+			t.Fatalf("%s: the refused reply joined r1's thread", r.Name)
+		}
+	}
+	refused(r3)
+	refused(r2)
+	var inbox struct {
+		Replies []struct {
+			CID     string `json:"cid"`
+			Refusal *struct {
+				Reason string `json:"reason"`
+				Error  string `json:"error"`
+			} `json:"refusal"`
+		} `json:"replies"`
+	}
+	call(t, agent, "GET", "/api/v1/inbox?since=0", nil, &inbox)
+	if len(inbox.Replies) != 1 || inbox.Replies[0].CID != c || inbox.Replies[0].Refusal == nil || !strings.Contains(inbox.Replies[0].Refusal.Error, "blocked") {
+		t.Fatalf("the author's inbox: %+v", inbox.Replies)
+	}
+	if st := call(t, r1, "DELETE", "/api/v1/federation/blocks/r2", nil, nil); st != 200 {
+		t.Fatalf("unblock: %d", st)
+	}
+	converge(t, net)
+	refused(r1)
 }

@@ -527,6 +527,61 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 	return nil, nil
 }
 
+// blockedRefusal refuses a reply of realm r, which this realm's operator
+// blocked. The seed has no reason of its own for it: forbidden, the generic
+// refusal, with an error that says why.
+func (s *Service) blockedRefusal(r protocol.Realm) *protocol.Refusal {
+	return protocol.Refusef(protocol.ReasonForbidden, "Realm %s takes no replies from realm %s: its operator blocked that realm.", s.realm, r)
+}
+
+// BlockedEvent is shown an event of a realm this realm's operator blocked,
+// which this node does not take (federation.Config.BlockedEvent). A reply
+// of that realm into one of this realm's threads is never held here, so
+// the decider never sees it; without a word from this realm every replica
+// that holds it, its author's realm included, would show it pending for
+// good. So it is refused here, by the block, in an event of this realm as
+// any decision is: every replica applies it whichever of the two it gets
+// first, and this node keeps the refusal for the reply should the block be
+// lifted and the reply come. A reply decided already is left as it is.
+func (s *Service) BlockedEvent(ctx context.Context, ev *protocol.Event, c cid.Cid) {
+	if ev.Type != evMessagePosted {
+		return
+	}
+	var md messageData
+	if protocol.DecodeData(ev.Data, &md) != nil {
+		return
+	}
+	k, err := protocol.ParseKey(protocol.KeyThread, md.Thread)
+	if err != nil || k.Realm != s.realm {
+		return
+	}
+	realm, tid := protocol.Realm(ev.Realm), rid{s.realm, k.N}
+	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		var t threadRec
+		if ok, err := tx.GetJSON(key(pfxThread, tid.bytes()), &t); err != nil || !ok {
+			return nil, err
+		}
+		// Held (the decider's), or decided before it came.
+		for _, k := range [][]byte{key(pfxCID, c.Bytes()), earlyKey(c.Bytes(), s.realm)} {
+			if _, err := tx.Get(k); err == nil {
+				return nil, nil
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return nil, err
+			}
+		}
+		ref := s.blockedRefusal(realm)
+		data, err := protocol.EncodeData(decisionData{Thread: s.keyString(protocol.KeyThread, tid), Message: rid{realm, md.N}.String(), CID: c.String(),
+			Reason: string(ref.Reason), Error: ref.Message})
+		if err != nil {
+			return nil, err
+		}
+		return &protocol.Draft{Type: evReplyRefused, Author: ev.Author, Data: data}, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		s.log.Warn("parley: refusing a reply from a blocked realm", "realm", realm, "cid", c, "err", err)
+	}
+}
+
 // replyStanding is replyOutcome for a record a reply names in a thread of
 // this realm: a missingError while it is a reply not held yet, or held and
 // not decided, unless a realm it waits on is refused here (its word will
