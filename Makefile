@@ -1,7 +1,7 @@
 # relay — the two commands that matter: `make run` and `make test`.
 GO        ?= go
 PKGS      ?= ./...
-DATA      ?= ./data
+DATA      ?= $(or $(RELAY_DATA),./data)
 FUZZTIME  ?= 60s
 BENCHTIME ?= 3s
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -15,7 +15,7 @@ help: ## list the targets
 build: ## build bin/relay
 	$(GO) build -ldflags '$(LDFLAGS)' -o bin/relay ./cmd/relay
 
-run: build ## run a realm on an embedded store in ./data (http://127.0.0.1:8080)
+run: build ## run a realm on an embedded store in ./data, or $RELAY_DATA (http://127.0.0.1:8080)
 	./bin/relay serve --data $(DATA)
 
 test: fmt-check vet ## format check, vet and every test
