@@ -310,7 +310,7 @@ func TestOverlayVisibility(t *testing.T) {
 	waitQueued(t, s, 1)
 	submit(func(tx *Tx) (*protocol.Draft, error) { setFn("l/a/4", "failed")(tx); return nil, errBoom })
 	waitQueued(t, s, 2)
-	var fwd, rev []string
+	var fwd, rev, keys []string
 	var got []byte
 	submit(func(tx *Tx) (*protocol.Draft, error) {
 		setFn("l/a/6", "o6", "l/a/1", "o1")(tx)
@@ -330,7 +330,13 @@ func TestOverlayVisibility(t *testing.T) {
 		if err := tx.Iterate([]byte("l/a/"), true, collect(&rev)); err != nil {
 			return nil, err
 		}
-		var err error
+		err := tx.IterateKeys([]byte("l/a/"), func(k []byte) error {
+			keys = append(keys, string(k[len("l/a/"):]))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
 		got, err = tx.Get([]byte("l/a/2"))
 		return nil, err
 	})
@@ -343,6 +349,9 @@ func TestOverlayVisibility(t *testing.T) {
 	}
 	if g := strings.Join(rev, " "); g != "6=o6 5=c5 2=b2 1=o1" {
 		t.Errorf("reverse: %s", g)
+	}
+	if g := strings.Join(keys, " "); g != "1 2 5 6" {
+		t.Errorf("keys: %s", g)
 	}
 	if !bytes.Equal(got, []byte("b2")) {
 		t.Errorf("Get of an earlier op's write: %q", got)

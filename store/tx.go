@@ -300,16 +300,23 @@ func (tx *Tx) NextID(name string) (uint64, error) {
 // op's own writes as they were when Iterate began: writes fn makes during the
 // iteration are kept but not visited. key and val are copies.
 func (tx *Tx) Iterate(prefix []byte, reverse bool, fn func(key, val []byte) error) error {
-	return tx.iterate(prefix, nil, reverse, fn)
+	return tx.iterate(prefix, nil, reverse, false, fn)
+}
+
+// IterateKeys is Iterate forward for an index whose keys say all it
+// holds: fn gets each key (a copy) and no value, which is neither read
+// nor copied.
+func (tx *Tx) IterateKeys(prefix []byte, fn func(key []byte) error) error {
+	return tx.iterate(prefix, nil, false, true, func(k, _ []byte) error { return fn(k) })
 }
 
 // iterateFrom is Iterate forward from the first key with prefix that is
 // not below from.
 func (tx *Tx) iterateFrom(prefix, from []byte, fn func(key, val []byte) error) error {
-	return tx.iterate(prefix, from, false, fn)
+	return tx.iterate(prefix, from, false, false, fn)
 }
 
-func (tx *Tx) iterate(prefix, from []byte, reverse bool, fn func(key, val []byte) error) error {
+func (tx *Tx) iterate(prefix, from []byte, reverse, keysOnly bool, fn func(key, val []byte) error) error {
 	// The uncommitted writes under prefix, newest winning, in visiting
 	// order, merged below with Badger's iterator; they shadow stored keys.
 	snapshot := make(map[string]write)
@@ -332,6 +339,7 @@ func (tx *Tx) iterate(prefix, from []byte, reverse bool, fn func(key, val []byte
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
 	opts.Reverse = reverse
+	opts.PrefetchValues = !keysOnly
 	it := tx.txn.NewIterator(opts)
 	defer it.Close()
 	if bytes.Compare(from, prefix) > 0 {
@@ -364,15 +372,20 @@ func (tx *Tx) iterate(prefix, from []byte, reverse bool, fn func(key, val []byte
 			if w.del {
 				continue
 			}
-			key, val = []byte(k), bytes.Clone(w.val)
+			key = []byte(k)
+			if !keysOnly {
+				val = bytes.Clone(w.val)
+			}
 		} else {
 			item := it.Item()
 			key = item.KeyCopy(nil)
-			v, err := item.ValueCopy(nil)
-			if err != nil {
-				return fmt.Errorf("%w: read: %w", errFault, err)
+			if !keysOnly {
+				v, err := item.ValueCopy(nil)
+				if err != nil {
+					return fmt.Errorf("%w: read: %w", errFault, err)
+				}
+				val = v
 			}
-			val = v
 			it.Next()
 		}
 		if err := fn(key, val); err != nil {

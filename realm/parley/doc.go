@@ -41,6 +41,10 @@
 //     exists already. It and the decided replies (p/pa/rx/) serve the
 //     inbox of this realm's identities, so only this realm's events write
 //     them: every realm's operator is human:<name>, often the same name.
+//     For an identity in many threads, the inbox reads the keys of the
+//     board order index (p/pa/bo/) first: they say which threads wait for
+//     a reply and their last sequence, so that only those after the cursor
+//     are decoded, in order, until the page is full.
 //
 // # Keys
 //

@@ -1,10 +1,12 @@
 package parley
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -95,27 +97,12 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 				return protocol.Refusef(protocol.ReasonInvalidBody, "since: a cursor (a number) or an RFC 3339 time.").With("field", "since").With("rule", "format")
 			}
 		}
-		var ts []*threadRec
-		err := tx.Iterate(key(pfxPart, []byte(me), []byte{0}), false, func(k, _ []byte) error {
-			var t threadRec
-			ok, err := tx.GetJSON(key(pfxThread, k[len(pfxPart)+len(me)+1:]), &t)
-			if err != nil || !ok {
-				return err
-			}
-			if awaits(&t, s.realm, me, in.Extension, c.Principal.Human) && t.Last.Sequence > out.Since && t.Last.At.After(sinceTime) {
-				ts = append(ts, &t)
-			}
-			return nil
-		})
+		ts, err := s.awaitingMe(tx, me, in.Extension, c.Principal.Human, out.Since, sinceTime, clampLimit(in.Limit))
 		if err != nil {
 			return err
 		}
-		sort.Slice(ts, func(i, j int) bool { return ts[i].Last.Sequence < ts[j].Last.Sequence })
 		out.Cursor = out.Since
-		for i, t := range ts {
-			if i == clampLimit(in.Limit) {
-				break
-			}
+		for _, t := range ts {
 			out.Threads = append(out.Threads, s.threadOut(t))
 			out.Cursor = t.Last.Sequence
 		}
@@ -138,6 +125,127 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 		})
 	})
 	return out, err
+}
+
+// The inbox reads the threads an identity took part in by one of two
+// paths. Either it decodes each of them (the participation index holds
+// only their keys), or it reads the keys of every board's order index
+// (boardAtKey), which say, without a decode, each thread's last sequence and
+// whether it waits for anyone: it then decodes only the threads of the
+// identity that wait, after the cursor, in sequence order, until the page
+// is full. A key costs about a twentieth of a decode, so the second path
+// is taken when the forum holds fewer than inboxScanRatio threads for each
+// the identity took part in.
+var (
+	inboxScanRatio = 16
+	inboxScanMin   = 64 // below, decoding them all is cheap anyway
+)
+
+// awaitingMe returns the threads awaiting identity me (ext, human: as for
+// awaits) whose last message came after since and sinceTime, in the order
+// of that message's sequence, at most limit.
+func (s *Service) awaitingMe(tx *store.Tx, me, ext string, human bool, since uint64, sinceTime time.Time, limit int) ([]*threadRec, error) {
+	pre := key(pfxPart, []byte(me), []byte{0})
+	part := make(map[string]bool)
+	err := tx.IterateKeys(pre, func(k []byte) error {
+		part[string(k[len(pre):])] = true
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	keep := func(t *threadRec) bool {
+		return awaits(t, s.realm, me, ext, human) && t.Last.Sequence > since && t.Last.At.After(sinceTime)
+	}
+	var ts []*threadRec
+	scan := len(part) >= inboxScanMin
+	if scan {
+		n, err := s.countThreads(tx)
+		if err != nil {
+			return nil, err
+		}
+		scan = n <= inboxScanRatio*len(part)
+	}
+	if !scan {
+		for tk := range part {
+			var t threadRec
+			ok, err := tx.GetJSON(key(pfxThread, []byte(tk)), &t)
+			if err != nil {
+				return nil, err
+			}
+			if ok && keep(&t) {
+				ts = append(ts, &t)
+			}
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Last.Sequence < ts[j].Last.Sequence })
+		return ts[:min(len(ts), limit)], nil
+	}
+	type candidate struct {
+		seq uint64
+		tk  string
+	}
+	var cands []candidate
+	err = tx.IterateKeys(pfxBoardAt, func(k []byte) error {
+		rank, seq, tk, err := parseBoardAtKey(k)
+		if err != nil {
+			return err
+		}
+		// Rank 2 is a thread that is neither pinned nor waiting: it
+		// awaits no one.
+		if rank != 2 && seq > since && part[string(tk)] {
+			cands = append(cands, candidate{seq, string(tk)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].seq < cands[j].seq })
+	for _, c := range cands {
+		if len(ts) == limit {
+			break
+		}
+		var t threadRec
+		ok, err := tx.GetJSON(key(pfxThread, []byte(c.tk)), &t)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || t.Last.Sequence != c.seq {
+			return nil, fmt.Errorf("parley: order key of thread %q disagrees with its record", c.tk)
+		}
+		if keep(&t) {
+			ts = append(ts, &t)
+		}
+	}
+	return ts, nil
+}
+
+// parseBoardAtKey reads a key of pfxBoardAt (boardAtKey): the thread's
+// rank on its board, its last message's sequence, and its key.
+func parseBoardAtKey(k []byte) (rank byte, seq uint64, thread []byte, err error) {
+	rest := k[len(pfxBoardAt):]
+	// The board's key: its realm, NUL, its number.
+	if i := bytes.IndexByte(rest, 0); i >= 0 && len(rest) > i+9+boardOrder {
+		rest = rest[i+9:]
+		return rest[0], ^binary.BigEndian.Uint64(rest[9:17]), rest[boardOrder:], nil
+	}
+	return 0, 0, nil, fmt.Errorf("parley: board order key %q is short", k)
+}
+
+// countThreads is how many threads the forum's boards hold.
+func (s *Service) countThreads(tx *store.Tx) (int, error) {
+	n := 0
+	err := tx.Iterate(pfxBoard, false, func(_, v []byte) error {
+		var b struct {
+			Threads int `json:"threads"`
+		}
+		if err := json.Unmarshal(v, &b); err != nil {
+			return err
+		}
+		n += b.Threads
+		return nil
+	})
+	return n, err
 }
 
 // awaits reports whether a thread awaits a reply from identity of realm
