@@ -491,7 +491,7 @@ func (s *Store) scopeParked(ctx context.Context, again bool) error {
 		_, err := s.do(ctx, &op{run: func(tx *Tx) (*StoredEvent, error) {
 			next = nil
 			done := 0
-			err := tx.iterateFrom(prefixParked, from, func(k, v []byte) error {
+			err := tx.IterateFrom(prefixParked, from, func(k, v []byte) error {
 				if done == scopeChunk {
 					next = k
 					return ErrStop
@@ -556,7 +556,7 @@ func (s *Store) retryRefused(ctx context.Context, versions []byte) error {
 					return nil, err
 				}
 			}
-			err := tx.iterateFrom(prefixRefused, from, func(k, v []byte) error {
+			err := tx.IterateFrom(prefixRefused, from, func(k, v []byte) error {
 				if moved+kept == scopeChunk || looked >= retryBudget {
 					next = bytes.Clone(k)
 					return ErrStop

@@ -310,9 +310,9 @@ func (tx *Tx) IterateKeys(prefix []byte, fn func(key []byte) error) error {
 	return tx.iterate(prefix, nil, false, true, func(k, _ []byte) error { return fn(k) })
 }
 
-// iterateFrom is Iterate forward from the first key with prefix that is
+// IterateFrom is Iterate forward from the first key with prefix that is
 // not below from.
-func (tx *Tx) iterateFrom(prefix, from []byte, fn func(key, val []byte) error) error {
+func (tx *Tx) IterateFrom(prefix, from []byte, fn func(key, val []byte) error) error {
 	return tx.iterate(prefix, from, false, false, fn)
 }
 

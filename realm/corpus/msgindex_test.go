@@ -2,17 +2,24 @@ package corpus
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"math/rand"
 	"slices"
 	"testing"
+	"time"
 
+	"github.com/ipfs/go-cid"
+
+	"relay/protocol"
 	"relay/realm/api"
 )
 
 // TestMessagesByAuthorIndex: /messages with author_id (or a tag, a
-// mention, a kind, a schema or a payload), read through its index, gives every page, cursor and has_more that filtering all
-// messages gives, with other filters and bounds beside it.
+// mention, kinds, a schema, a schema version, a verdict or a payload),
+// read through its indexes, gives every page, cursor and has_more that
+// filtering all messages gives, with other filters and bounds beside it.
 func TestMessagesByAuthorIndex(t *testing.T) {
 	f := openSearchFixture(t, "")
 	r := rand.New(rand.NewSource(3))
@@ -23,7 +30,8 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 	var convs []string
 	for i := range 120 {
 		p := agents[r.Intn(len(agents))]
-		in := writeIn{Content: text("a message"), Kind: &[]string{[]string{"post", "claim", "question"}[r.Intn(3)]}}
+		kinds := [][]string{{"post"}, {"claim"}, {"question"}, {"claim", "question"}, {"proposal", "post"}}[r.Intn(5)]
+		in := writeIn{Content: text("a message"), Kind: &kinds}
 		if len(convs) == 0 || r.Intn(5) == 0 {
 			in.Subject = "a conversation"
 		} else {
@@ -45,6 +53,35 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 		m := f.post(p, in)
 		if in.Subject != "" {
 			convs = append(convs, m.ConversationID)
+		}
+	}
+	// Other realms' messages: one of a schema this realm has not, one
+	// with a verdict but no schema (not kept), one of two kinds.
+	key := ed25519.NewKeyFromSeed(bytesOf(9))
+	two := 2
+	var prev cid.Cid
+	for i, d := range []messageData{
+		{Kind: []string{"claim"}, SchemaName: "away.object", SchemaVersion: 2, SchemaValidated: true},
+		{Kind: []string{"question"}, SchemaValidated: true},
+		{Kind: []string{"claim", "proposal"}},
+	} {
+		payload := `{"n":1}`
+		d.MessageID, d.ConversationID, d.Subject, d.Content, d.Payload = fmt.Sprint("m-away-", i), fmt.Sprint("c-away-", i), "Away", text("from away"), &payload
+		data, err := protocol.EncodeData(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := &protocol.Event{Realm: "away", Seq: uint64(i + 1), Type: evMessageCreated, At: time.Now().UnixMilli(), Author: "away:bot", Data: data}
+		if i > 0 {
+			ev.Prev = protocol.Link{Cid: prev}
+		}
+		raw, c, err := ev.Sign(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev = c
+		if _, err := f.st.Ingest(context.Background(), raw, func(*protocol.Event) error { return nil }); err != nil {
+			t.Fatal(err)
 		}
 	}
 	ctx := context.Background()
@@ -70,8 +107,8 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 		return nil
 	}
 	all := list(messagesIn{})
-	if len(all) != 120 {
-		t.Fatalf("%d messages listed, want 120", len(all))
+	if len(all) != 123 {
+		t.Fatalf("%d messages listed, want 123", len(all))
 	}
 	author := map[string]string{}
 	for _, id := range all {
@@ -83,6 +120,7 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 	}
 	mid := uint64(60)
 	yes, no := true, false
+	one, three := 1, 3
 	// A tag's messages and those mentioning an agent, read through their
 	// indexes, against the filter over all messages.
 	for _, limit := range []int{1, 4, 100} {
@@ -99,6 +137,21 @@ func TestMessagesByAuthorIndex(t *testing.T) {
 			{"a kind no message has", messagesIn{Kinds: []string{"verification"}}},
 			{"post", messagesIn{Kinds: []string{"post"}}},
 			{"two kinds", messagesIn{Kinds: []string{"claim", "question"}}},
+			{"three kinds", messagesIn{Kinds: []string{"proposal", "question", "claim"}}},
+			{"two kinds after", messagesIn{Kinds: []string{"claim", "proposal"}, After: &mid}},
+			{"two kinds before", messagesIn{Kinds: []string{"claim", "question"}, Before: &mid}},
+			{"two kinds and post", messagesIn{Kinds: []string{"claim", "post"}}},
+			{"two kinds and a tag", messagesIn{Tag: "t", Kinds: []string{"claim", "question"}}},
+			{"two kinds and a payload", messagesIn{HasPayload: &yes, Kinds: []string{"claim", "proposal"}}},
+			{"a schema version", messagesIn{SchemaVersion: &one}},
+			{"another schema version", messagesIn{SchemaVersion: &two}},
+			{"a schema version no message has", messagesIn{SchemaVersion: &three}},
+			{"a schema version after", messagesIn{SchemaVersion: &one, After: &mid}},
+			{"a schema version and kinds", messagesIn{SchemaVersion: &one, Kinds: []string{"question", "claim"}}},
+			{"validated", messagesIn{SchemaValidated: &yes}},
+			{"validated before", messagesIn{SchemaValidated: &yes, Before: &mid}},
+			{"not validated", messagesIn{SchemaValidated: &no}},
+			{"validated and a version", messagesIn{SchemaValidated: &yes, SchemaVersion: &two}},
 			{"a payload", messagesIn{HasPayload: &yes}},
 			{"no payload", messagesIn{HasPayload: &no}},
 			{"a schema", messagesIn{SchemaName: "toastmachine.object"}},

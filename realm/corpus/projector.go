@@ -49,11 +49,12 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // 2: an author's first and last activity are the earliest and latest of
 // their messages, in whatever order those are projected. 3: so is a
 // conversation's updated_at, the latest of its messages' created_at. 4:
-// an author's messages are indexed by sequence (messagesIndex). 5: so are
+// an author's messages are indexed by sequence (messagesIndexes). 5: so are
 // a tag's, and those mentioning an agent. 6: the conversations holding a
 // message of each kind are indexed (kindConversations). 7: so are the
-// messages of each kind but post, of each schema, and with a payload.
-func (*projector) ProjectionVersion() string { return "corpus/7" }
+// messages of each kind but post, of each schema, and with a payload. 8:
+// a schema_validated verdict without a declared schema is not kept.
+func (*projector) ProjectionVersion() string { return "corpus/8" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -165,7 +166,10 @@ func messageOf(se *store.StoredEvent, d messageData) Message {
 		m.Payload = json.RawMessage(*d.Payload)
 		m.HasPayload = true
 	}
-	if d.SchemaValidated {
+	// A verdict is on a declared schema: another realm's without one is
+	// not kept, so that validated messages are those of the schemas'
+	// indexes (messagesIndexes).
+	if d.SchemaValidated && d.SchemaName != "" {
 		t := true
 		m.SchemaValidated = &t
 	}

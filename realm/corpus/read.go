@@ -139,8 +139,13 @@ func (s *Service) listMessages(ctx context.Context, c *api.Call, in messagesIn) 
 	// below it, so a page deep in the corpus costs what the first does.
 	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	err = s.st.View(func(tx *store.Tx) error {
-		// The index of the most selective filter is read (messagesIndex).
-		return scanSeq(tx, in.messagesIndex(), after, upTo, func(_ uint64, v []byte) error {
+		// The indexes of the most selective filter are read
+		// (messagesIndexes).
+		ixs, err := in.messagesIndexes(tx)
+		if err != nil {
+			return err
+		}
+		return scanSeqs(tx, ixs, after, upTo, func(_ uint64, v []byte) error {
 			var m Message
 			if _, err := readMessage(tx, v, &m); err != nil {
 				return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -72,28 +73,38 @@ type Conversation struct {
 	CID             string    `json:"cid"`
 }
 
-// messagesIndex is the index a message listing reads: a conversation's
-// messages, an author's, those mentioning an agent, those with a tag, a
-// schema, a kind (but post) or a payload, or all of them, each by
-// sequence; the listing's filters are applied to what it reads.
-func (in *messagesIn) messagesIndex() []byte {
+// messagesIndexes are the indexes a message listing reads, as one
+// (scanSeqs): a conversation's messages, an author's, those mentioning an
+// agent, those with a tag, a schema, one of the kinds (none of them post),
+// a payload or any schema (for a schema_version, or schema_validated=true:
+// a version, and a verdict, come only with a declared schema), or all
+// messages; each by sequence. The listing's filters are applied to what
+// they hold.
+func (in *messagesIn) messagesIndexes(tx *store.Tx) ([][]byte, error) {
+	one := func(pfx ...[]byte) ([][]byte, error) { return [][]byte{cat(pfx...)}, nil }
 	switch {
 	case in.ConversationID != "":
-		return cat(pfxConvMsgs, []byte(in.ConversationID))
+		return one(pfxConvMsgs, []byte(in.ConversationID))
 	case in.AuthorID != "":
-		return cat(pfxAuthMsgs, []byte(in.AuthorID), []byte{0})
+		return one(pfxAuthMsgs, []byte(in.AuthorID), []byte{0})
 	case in.MentionedAgent != "":
-		return cat(pfxMentMsgs, []byte(in.MentionedAgent), []byte{0})
+		return one(pfxMentMsgs, []byte(in.MentionedAgent), []byte{0})
 	case in.Tag != "":
-		return cat(pfxTagMsgs, []byte(in.Tag), []byte{0})
+		return one(pfxTagMsgs, []byte(in.Tag), []byte{0})
 	case in.SchemaName != "":
-		return cat(pfxSchMsgs, []byte(in.SchemaName), []byte{0})
-	case len(in.Kinds) == 1 && kindIndexed(in.Kinds[0]):
-		return cat(pfxKindMsgs, []byte(in.Kinds[0]), []byte{0})
+		return one(pfxSchMsgs, []byte(in.SchemaName), []byte{0})
+	case len(in.Kinds) > 0 && !slices.ContainsFunc(in.Kinds, func(k string) bool { return !kindIndexed(k) }):
+		var out [][]byte
+		for _, k := range in.Kinds {
+			out = append(out, cat(pfxKindMsgs, []byte(k), []byte{0}))
+		}
+		return out, nil
 	case in.HasPayload != nil && *in.HasPayload:
-		return pfxPayMsgs
+		return one(pfxPayMsgs)
+	case in.SchemaVersion != nil || in.SchemaValidated != nil && *in.SchemaValidated:
+		return schemaIndexes(tx)
 	}
-	return pfxMsgSeq
+	return one(pfxMsgSeq)
 }
 
 // kindIndexed reports whether messages of kind are indexed by it: every

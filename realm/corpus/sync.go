@@ -378,11 +378,15 @@ func (s *Service) messagesJSONL(ctx context.Context, c *api.Call, in messagesIn)
 	after := seqOrZero(in.After)
 	upTo := upperBound(s.st.Sequence(), nil, in.Before)
 	out := MessagesJSONLOut{Messages: []json.RawMessage{}, NextCursor: after}
-	// The index of the most selective filter is read (messagesIndex).
-	pfx := in.messagesIndex()
 	size := 0
 	err = s.st.View(func(tx *store.Tx) error {
-		return scanSeq(tx, pfx, after, upTo, func(seq uint64, id []byte) error {
+		// The indexes of the most selective filter are read
+		// (messagesIndexes).
+		ixs, err := in.messagesIndexes(tx)
+		if err != nil {
+			return err
+		}
+		return scanSeqs(tx, ixs, after, upTo, func(seq uint64, id []byte) error {
 			var m Message
 			if ok, err := readMessage(tx, id, &m); err != nil || !ok {
 				return err
