@@ -61,13 +61,20 @@ func decodeConversation(id string, raw []byte, c *Conversation) error {
 // readConversation reads conversation id into c; found is false when it
 // is not held.
 func readConversation(tx *store.Tx, id []byte, c *Conversation) (found bool, err error) {
-	_, found, err = readConversationSized(tx, id, c)
+	err = tx.Peek(cat(pfxConv, id), func(raw []byte) error {
+		found = true
+		return decodeConversation(string(id), raw, c)
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
 	return found, err
 }
 
 // readConversationSized is readConversation with the size of the record
 // as JSON, as every record was stored before: what an export page counts
-// against its budget.
+// against its budget. For a record in the binary form that costs an
+// encoding, which only an export needs.
 func readConversationSized(tx *store.Tx, id []byte, c *Conversation) (int, bool, error) {
 	raw, err := tx.Get(cat(pfxConv, id))
 	if errors.Is(err, store.ErrNotFound) {
@@ -84,4 +91,45 @@ func readConversationSized(tx *store.Tx, id []byte, c *Conversation) (int, bool,
 	}
 	b, err := marshal(c)
 	return len(b), true, err
+}
+
+// conversationSubject is the subject of a conversation's stored record,
+// read without decoding the rest; ok is false for a record it cannot
+// read so (one stored as JSON by an earlier version).
+func conversationSubject(raw []byte) (subject string, ok bool) {
+	if len(raw) == 0 || raw[0] != convFormat {
+		return "", false
+	}
+	r := recReader{b: raw[1:], bad: errConvRecord}
+	subject = r.str()
+	return subject, r.err == nil
+}
+
+// A conversation's key in its index by created sequence (pfxConvSeq)
+// holds its id and its subject, so that /conversations?q= reads subjects
+// there rather than each conversation's record: convSeqFormat, the id with
+// its length, then the subject. It is written once, when the conversation
+// is created (its subject never changes). A value without the format
+// byte is an id alone, as earlier versions wrote it.
+const convSeqFormat = 1
+
+func convSeqValue(id, subject string) []byte {
+	b := make([]byte, 0, 2+len(id)+len(subject))
+	b = append(b, convSeqFormat)
+	b = binary.AppendUvarint(b, uint64(len(id)))
+	return append(append(b, id...), subject...)
+}
+
+// parseConvSeq reads a value of pfxConvSeq: the conversation's id and,
+// when ok, its subject.
+func parseConvSeq(v []byte) (id []byte, subject string, ok bool) {
+	if len(v) == 0 || v[0] != convSeqFormat {
+		return v, "", false
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || n > uint64(len(v)-1-k) {
+		return v, "", false
+	}
+	rest := v[1+k:]
+	return rest[:n], string(rest[n:]), true
 }

@@ -53,8 +53,9 @@ func (*projector) Prefixes() [][]byte { return [][]byte{pfxAll} }
 // a tag's, and those mentioning an agent. 6: the conversations holding a
 // message of each kind are indexed (kindConversations). 7: so are the
 // messages of each kind but post, of each schema, and with a payload. 8:
-// a schema_validated verdict without a declared schema is not kept.
-func (*projector) ProjectionVersion() string { return "corpus/8" }
+// a schema_validated verdict without a declared schema is not kept. 9:
+// the index of conversations by created sequence holds their subjects.
+func (*projector) ProjectionVersion() string { return "corpus/9" }
 
 // take returns what the write knows of se and forgets it: nil unless se
 // carries the write's data (byte for byte: a fresh message_id is in it).
@@ -220,7 +221,7 @@ func (p *projector) applyMessage(tx *store.Tx, se *store.StoredEvent, d messageD
 		}
 		c = Conversation{ConversationID: d.ConversationID, Subject: d.Subject, RootMessageID: d.MessageID, AuthorID: m.AuthorID,
 			CreatedAt: m.CreatedAt, CreatedSequence: se.Sequence, Realm: m.Realm, CID: m.CID}
-		if err := tx.Set(cat(pfxConvSeq, seq), []byte(d.ConversationID)); err != nil {
+		if err := tx.Set(cat(pfxConvSeq, seq), convSeqValue(d.ConversationID, d.Subject)); err != nil {
 			return err
 		}
 	}

@@ -253,16 +253,21 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 	upTo := s.st.Sequence()
 	err = s.st.View(func(tx *store.Tx) error {
 		indexed := false // what keep reads came from the filter's own index
-		keep := func(_ uint64, v []byte) error {
-			var cv Conversation
-			if _, err := readConversation(tx, v, &cv); err != nil {
-				return err
-			}
-			subj := strings.ToLower(cv.Subject)
-			for _, w := range words {
-				if !strings.Contains(subj, w) {
+		// keep lists conversation id if it passes the filters; subject is
+		// its subject when the caller read it already.
+		keep := func(id []byte, subject *string) error {
+			// The subject is checked first: most conversations fail on
+			// it, and need not be read.
+			if subject != nil {
+				if !hasWords(*subject, words) {
 					return nil
 				}
+			} else if ok, err := subjectHas(tx, id, words); err != nil || !ok {
+				return err
+			}
+			var cv Conversation
+			if _, err := readConversation(tx, id, &cv); err != nil {
+				return err
 			}
 			if (in.Tag != "" || len(in.Kinds) > 0) && !indexed {
 				ok, err := s.conversationHas(tx, cv.ConversationID, in.Tag, in.Kinds)
@@ -298,7 +303,7 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 			// message, which keep checks.
 			indexed = in.Tag == "" || len(in.Kinds) == 0
 			for _, id := range ids {
-				if err = keep(0, id); err != nil {
+				if err = keep(id, nil); err != nil {
 					break
 				}
 			}
@@ -307,7 +312,13 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 			}
 			return err
 		}
-		return scanSeq(tx, pfxConvSeq, after, upTo, keep)
+		return scanSeq(tx, pfxConvSeq, after, upTo, func(_ uint64, v []byte) error {
+			id, subject, ok := parseConvSeq(v)
+			if !ok {
+				return keep(id, nil)
+			}
+			return keep(id, &subject)
+		})
 	})
 	// The seed: "X-Next-Cursor, when present, is the highest
 	// created_sequence actually returned", so an empty page has none.
@@ -317,6 +328,44 @@ func (s *Service) listConversations(ctx context.Context, c *api.Call, in convers
 		out.page = page{next: &next, link: "/conversations?" + in.query(next).Encode()}
 	}
 	return out, err
+}
+
+// subjectHas reports whether the subject of conversation id holds every
+// word (lower-case), as /conversations?q= asks; a conversation not held
+// has none.
+func subjectHas(tx *store.Tx, id []byte, words []string) (bool, error) {
+	if len(words) == 0 {
+		return true, nil
+	}
+	has := false
+	err := tx.Peek(cat(pfxConv, id), func(raw []byte) error {
+		subj, ok := conversationSubject(raw)
+		if !ok {
+			var cv Conversation
+			if err := decodeConversation(string(id), raw, &cv); err != nil {
+				return err
+			}
+			subj = cv.Subject
+		}
+		has = hasWords(subj, words)
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return has, err
+}
+
+// hasWords reports whether subject holds every word (lower-case),
+// whatever the case of its letters.
+func hasWords(subject string, words []string) bool {
+	subj := strings.ToLower(subject)
+	for _, w := range words {
+		if !strings.Contains(subj, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // query is the query string of the listing's page after next, every

@@ -531,7 +531,11 @@ func (s *Service) snapshot(ctx context.Context, c *api.Call, in snapshotIn) (Sna
 		for _, name := range names {
 			switch name {
 			case exportConversations:
-				out.Conversations, err = exportPage(tx, pfxConvSeq, after, in.After != nil, at, limit, snapConversation)
+				out.Conversations, err = exportPage(tx, pfxConvSeq, after, in.After != nil, at, limit,
+					func(tx *store.Tx, v []byte, at uint64) (Conversation, int, bool, error) {
+						id, _, _ := parseConvSeq(v)
+						return snapConversation(tx, id, at)
+					})
 			case exportMessages:
 				out.Messages, err = exportPage(tx, pfxMsgSeq, after, in.After != nil, at, limit, snapMessage)
 			case exportRelationships:

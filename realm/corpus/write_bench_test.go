@@ -20,16 +20,22 @@ import (
 // cpu-µs/op is the process's CPU (every goroutine: writers, committer,
 // Badger, the search index following) per append.
 func BenchmarkAppend(b *testing.B) {
-	benchAppend(b, "")
+	benchAppend(b, "", false)
+}
+
+// BenchmarkCreateConversation is BenchmarkAppend with every message
+// creating a conversation of its own, with a subject.
+func BenchmarkCreateConversation(b *testing.B) {
+	benchAppend(b, "", true)
 }
 
 // BenchmarkAppendDurable is BenchmarkAppend on a durable store (fsync per
 // batch), as relay bench runs the node.
 func BenchmarkAppendDurable(b *testing.B) {
-	benchAppend(b, b.TempDir())
+	benchAppend(b, b.TempDir(), false)
 }
 
-func benchAppend(b *testing.B, dir string) {
+func benchAppend(b *testing.B, dir string, create bool) {
 	f := openSearchFixture(b, dir)
 	c := newBenchCorpus()
 	const writers = 32
@@ -61,7 +67,10 @@ func benchAppend(b *testing.B, dir string) {
 			if i%4 == 0 {
 				in.Tags = []string{fmt.Sprint("bench-", i%20)}
 			}
-			if _, err := f.s.write(context.Background(), agents[w], &in, false); err != nil {
+			if create {
+				in.ConversationID, in.Subject = "", "a subject of a conversation "+fmt.Sprint(i)
+			}
+			if _, err := f.s.write(context.Background(), agents[w], &in, create); err != nil {
 				b.Error(err)
 				return
 			}
