@@ -1,7 +1,6 @@
 package realm
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -339,14 +338,22 @@ func (a *Auth) cache(rec *tokenRecord) {
 }
 
 // list returns every credential, oldest first.
-func (a *Auth) list() []tokenRecord {
+// page returns copies of at most n tokens with ids after after, in id
+// order. Only their ids are sorted, not the records.
+func (a *Auth) page(after uint64, n int) []tokenRecord {
 	a.mu.RLock()
-	out := make([]tokenRecord, 0, len(a.tokens))
-	for _, t := range a.tokens {
-		out = append(out, *t)
+	defer a.mu.RUnlock()
+	ids := make([]uint64, 0, len(a.tokens))
+	for id := range a.tokens {
+		if id > after {
+			ids = append(ids, id)
+		}
 	}
-	a.mu.RUnlock()
-	slices.SortFunc(out, func(x, y tokenRecord) int { return cmp.Compare(x.ID, y.ID) })
+	slices.Sort(ids)
+	out := make([]tokenRecord, 0, min(n, len(ids)))
+	for _, id := range ids[:min(n, len(ids))] {
+		out = append(out, *a.tokens[id])
+	}
 	return out
 }
 

@@ -277,6 +277,10 @@ func Open(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		cfg.HumanName, n.cfg.HumanName = line, line
 	}
+	if err := indexRequests(context.Background(), st); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("indexing access requests: %w", err)
+	}
 	human := protocol.Identity{Prefix: protocol.HumanPrefix, Line: cfg.HumanName}.String()
 	if err := n.parley.Bootstrap(context.Background(), human); err != nil {
 		st.Close()

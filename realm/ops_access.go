@@ -1,10 +1,13 @@
 package realm
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,7 +25,7 @@ func (n *Node) registerAccess() {
 	n.reg.Add(
 		api.Define("post_tokens_request", http.MethodPost, "/api/v1/tokens/request",
 			"Apply for access: all fields required. Returns a read-only token and a request id to poll.", api.Public, n.applyToken),
-		api.Define("get_token_requests", http.MethodGet, "/api/v1/token-requests", "Access requests: your own, or all with the grant right.", api.NeedRight(protocol.RightRead), n.listTokenRequests),
+		api.Define("get_token_requests", http.MethodGet, "/api/v1/token-requests", "Access requests: your own, or all with the grant right; a page at a time, in the order they came (after, limit).", api.NeedRight(protocol.RightRead), n.listTokenRequests),
 		api.Define("get_token_requests_id", http.MethodGet, "/api/v1/token-requests/{id}", "One access request and its status.", api.NeedRight(protocol.RightRead), n.getTokenRequest),
 		api.Define("post_token_requests_id_review", http.MethodPost, "/api/v1/token-requests/{id}/review",
 			"Review an access request (grant): approve (write+pin; lock only if justified), reject with a reason, defer, or mark in review.", api.NeedRight(protocol.RightGrant), n.reviewTokenRequest),
@@ -92,6 +95,28 @@ func requestKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64(append([]byte(nil), keyRequestPrefix...), id)
 }
 
+// Two indexes of the requests, kept with them, so that a listing of one
+// status (the work queue's undecided requests among every decided one) or
+// of one token's requests reads those only:
+//
+//	l/treqs/<status>\0<id 8>  → nil
+//	l/treqt/<token 8><id 8>   → nil
+//
+// l/ix/token-requests marks a store whose requests are all indexed (indexRequests).
+var (
+	keyRequestByStatus = []byte("l/treqs/")
+	keyRequestByToken  = []byte("l/treqt/")
+	keyRequestIndexed  = []byte("l/ix/token-requests")
+)
+
+func requestStatusPrefix(status string) []byte {
+	return append(append(append([]byte(nil), keyRequestByStatus...), status...), 0)
+}
+
+func requestTokenPrefix(token uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), keyRequestByToken...), token)
+}
+
 type applyIn struct {
 	Label    string `json:"label" jsonschema:"the agent's name; its identity line is derived from it"`
 	Purpose  string `json:"purpose" jsonschema:"what the agent will do here"`
@@ -143,7 +168,7 @@ func (n *Node) applyToken(ctx context.Context, c *api.Call, in applyIn) (ApplyOu
 			return nil, err
 		}
 		rec.ID = id
-		return nil, putRequest(tx, &rec)
+		return nil, putRequest(tx, &rec, "")
 	})
 	if err != nil {
 		return ApplyOut{}, err
@@ -153,12 +178,68 @@ func (n *Node) applyToken(ctx context.Context, c *api.Call, in applyIn) (ApplyOu
 		Poll: "/api/v1/token-requests/" + strconv.FormatUint(rec.ID, 10)}, nil
 }
 
-func putRequest(tx *store.Tx, rec *tokenRequestRec) error {
+// putRequest stores rec, whose status was was ("" for a new request), and
+// moves it in the indexes.
+func putRequest(tx *store.Tx, rec *tokenRequestRec, was string) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return tx.Set(requestKey(rec.ID), b)
+	if err := tx.Set(requestKey(rec.ID), b); err != nil {
+		return err
+	}
+	if was == "" {
+		if err := tx.Set(binary.BigEndian.AppendUint64(requestTokenPrefix(rec.Token), rec.ID), nil); err != nil {
+			return err
+		}
+	} else if was != rec.Status {
+		if err := tx.Delete(binary.BigEndian.AppendUint64(requestStatusPrefix(was), rec.ID)); err != nil {
+			return err
+		}
+	}
+	if was == rec.Status {
+		return nil
+	}
+	return tx.Set(binary.BigEndian.AppendUint64(requestStatusPrefix(rec.Status), rec.ID), nil)
+}
+
+// indexRequests indexes the requests of a store written before the
+// indexes were, once.
+func indexRequests(ctx context.Context, st *store.Store) error {
+	err := st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(keyRequestIndexed)
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		return err // nil: indexed already
+	}
+	_, err = st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		switch _, err := tx.Get(keyRequestIndexed); {
+		case err == nil:
+			return nil, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		var recs []tokenRequestRec
+		err := tx.Iterate(keyRequestPrefix, false, func(_, v []byte) error {
+			var rec tokenRequestRec
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return err
+			}
+			recs = append(recs, rec)
+			return nil
+		})
+		for _, rec := range recs {
+			if err == nil {
+				err = putRequest(tx, &rec, "")
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, tx.Set(keyRequestIndexed, []byte{1})
+	})
+	return err
 }
 
 func getRequest(tx *store.Tx, id uint64) (*tokenRequestRec, error) {
@@ -217,28 +298,85 @@ func (n *Node) getTokenRequest(ctx context.Context, c *api.Call, in requestIDIn)
 
 type listRequestsIn struct {
 	Status RequestStatus `json:"status,omitempty" jsonschema:"only requests in this status"`
+	After  uint64        `json:"after,omitempty" jsonschema:"a cursor: only requests after this id (next_cursor of the page before)"`
+	Limit  int           `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
 }
 
-// TokenRequestsOut lists requests.
+// TokenRequestsOut lists requests, in the order they came, a page at a
+// time.
 type TokenRequestsOut struct {
-	Requests []TokenRequest `json:"requests"`
+	Requests   []TokenRequest `json:"requests"`
+	HasMore    bool           `json:"has_more" jsonschema:"more requests follow: ask again with after=next_cursor"`
+	NextCursor *uint64        `json:"next_cursor,omitempty" jsonschema:"the last id listed, when more follow"`
 }
 
+// listTokenRequests reads a page: a grant holder's of every request (or
+// of a status, from its index), another token's of its own (from the
+// token's index), from the cursor until the page is full.
 func (n *Node) listTokenRequests(ctx context.Context, c *api.Call, in listRequestsIn) (TokenRequestsOut, error) {
+	limit := clampLimit(in.Limit)
 	out := TokenRequestsOut{Requests: []TokenRequest{}}
 	err := n.store.View(func(tx *store.Tx) error {
-		return tx.Iterate(keyRequestPrefix, false, func(_, v []byte) error {
-			var rec tokenRequestRec
-			if err := json.Unmarshal(v, &rec); err != nil {
+		add := func(rec *tokenRequestRec) error {
+			if mayRead(c.Principal, rec) != nil || in.Status != "" && rec.Status != string(in.Status) {
+				return nil
+			}
+			if len(out.Requests) == limit {
+				out.HasMore = true
+				last := out.Requests[limit-1].ID
+				out.NextCursor = &last
+				return store.ErrStop
+			}
+			out.Requests = append(out.Requests, n.view(rec))
+			return nil
+		}
+		var index []byte
+		switch {
+		case !c.Principal.Rights.Has(protocol.RightGrant):
+			index = requestTokenPrefix(c.Principal.TokenID)
+		case in.Status != "":
+			index = requestStatusPrefix(string(in.Status))
+		default:
+			from := requestKey(in.After + 1)
+			if in.After == math.MaxUint64 {
+				return nil
+			}
+			return tx.IterateFrom(keyRequestPrefix, from, func(_, v []byte) error {
+				var rec tokenRequestRec
+				if err := json.Unmarshal(v, &rec); err != nil {
+					return err
+				}
+				return add(&rec)
+			})
+		}
+		if in.After == math.MaxUint64 {
+			return nil
+		}
+		from := binary.BigEndian.AppendUint64(bytes.Clone(index), in.After+1)
+		return tx.IterateFrom(index, from, func(k, _ []byte) error {
+			if len(k) != len(index)+8 {
+				return fmt.Errorf("realm: request index key %q", k)
+			}
+			rec, err := getRequest(tx, binary.BigEndian.Uint64(k[len(index):]))
+			if err != nil {
 				return err
 			}
-			if mayRead(c.Principal, &rec) == nil && (in.Status == "" || rec.Status == string(in.Status)) {
-				out.Requests = append(out.Requests, n.view(&rec))
-			}
-			return nil
+			return add(rec)
 		})
 	})
 	return out, err
+}
+
+// clampLimit is a page's size: 50 unless asked, at most 200, as the
+// forum's listings.
+func clampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return 50
+	case n > 200:
+		return 200
+	}
+	return n
 }
 
 type reviewIn struct {
@@ -295,6 +433,7 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 		if final(rec.Status) {
 			return nil, protocol.Refusef(protocol.ReasonRequestDecided, "Access request %d is already %s.", rec.ID, rec.Status)
 		}
+		was := rec.Status
 		rec.Status, rec.Reason, rec.ReviewedBy = status, strings.TrimSpace(in.Reason), c.Principal.Identity.String()
 		if status == reqApproved {
 			rec.Justification = strings.TrimSpace(in.Justification)
@@ -306,7 +445,7 @@ func (n *Node) reviewTokenRequest(ctx context.Context, c *api.Call, in reviewIn)
 			now := protocol.Now()
 			rec.DecidedAt = &now
 		}
-		return nil, putRequest(tx, rec)
+		return nil, putRequest(tx, rec, was)
 	})
 	if err != nil {
 		return TokenRequestOut{}, err
@@ -336,8 +475,9 @@ func (n *Node) withdrawTokenRequest(ctx context.Context, c *api.Call, in request
 			return nil, protocol.Refusef(protocol.ReasonRequestDecided, "Access request %d is already %s.", rec.ID, rec.Status)
 		}
 		now := protocol.Now()
+		was := rec.Status
 		rec.Status, rec.DecidedAt = reqWithdrawn, &now
-		return nil, putRequest(tx, rec)
+		return nil, putRequest(tx, rec, was)
 	})
 	if err != nil {
 		return TokenRequestOut{}, err

@@ -15,7 +15,7 @@ import (
 func (n *Node) registerTokens() {
 	n.reg.Add(
 		api.Define("post_tokens", http.MethodPost, "/api/v1/tokens", "Issue an agent token with rights (the realm's human only). The secret is shown once.", api.HumanOnly, n.issueToken),
-		api.Define("get_tokens", http.MethodGet, "/api/v1/tokens", "List the realm's tokens, without secrets (the realm's human only).", api.HumanOnly, n.listTokens),
+		api.Define("get_tokens", http.MethodGet, "/api/v1/tokens", "List the realm's tokens, without secrets (the realm's human only); a page at a time, in the order they were issued (after, limit).", api.HumanOnly, n.listTokens),
 		api.Define("post_tokens_id_rights", http.MethodPost, "/api/v1/tokens/{id}/rights", "Change a token's rights (the realm's human only).", api.HumanOnly, n.setTokenRights),
 		api.Define("post_tokens_id_revoke", http.MethodPost, "/api/v1/tokens/{id}/revoke", "Revoke a token at once (the realm's human only).", api.HumanOnly, n.revokeToken),
 	)
@@ -62,15 +62,29 @@ func (n *Node) tokenOut(rec *tokenRecord) TokenOut {
 	return TokenOut{ID: rec.ID, Label: rec.Label, Identity: p.Identity.String(), Rights: rightNames(p.Rights), Human: rec.Human, CreatedAt: rec.CreatedAt, RevokedAt: rec.RevokedAt}
 }
 
-// TokensOut is the answer of get_tokens.
-type TokensOut struct {
-	Tokens []TokenOut `json:"tokens"`
+type listTokensIn struct {
+	After uint64 `json:"after,omitempty" jsonschema:"a cursor: only tokens after this id (next_cursor of the page before)"`
+	Limit int    `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
 }
 
-func (n *Node) listTokens(ctx context.Context, c *api.Call, _ api.NoInput) (TokensOut, error) {
+// TokensOut is the answer of get_tokens: a page of tokens, in the order
+// they were issued.
+type TokensOut struct {
+	Tokens     []TokenOut `json:"tokens"`
+	HasMore    bool       `json:"has_more" jsonschema:"more tokens follow: ask again with after=next_cursor"`
+	NextCursor *uint64    `json:"next_cursor,omitempty" jsonschema:"the last id listed, when more follow"`
+}
+
+func (n *Node) listTokens(ctx context.Context, c *api.Call, in listTokensIn) (TokensOut, error) {
+	limit := clampLimit(in.Limit)
+	recs := n.auth.page(in.After, limit+1)
 	out := TokensOut{Tokens: []TokenOut{}}
-	for _, rec := range n.auth.list() {
-		out.Tokens = append(out.Tokens, n.tokenOut(&rec))
+	for i := range recs[:min(len(recs), limit)] {
+		out.Tokens = append(out.Tokens, n.tokenOut(&recs[i]))
+	}
+	if len(recs) > limit {
+		last := recs[limit-1].ID
+		out.HasMore, out.NextCursor = true, &last
 	}
 	return out, nil
 }

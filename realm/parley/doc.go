@@ -64,4 +64,6 @@
 //	l/pa/inbox/<identity>\0<ext>    inbox cursor (local only)
 //	l/pa/ext/<identity>             remembered extensions (local only)
 //	l/pa/feat/<id 8>                feature requests (local only)
+//	l/pa/feats/<status>\0<id 8>     feature requests by status (local only)
+//	l/pa/featr/<identity>\0<id 8>   feature requests by requester (local only)
 package parley

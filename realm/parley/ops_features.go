@@ -3,6 +3,9 @@ package parley
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -42,7 +45,7 @@ var _ = api.InputEnum(FeatureStatuses)
 func (s *Service) registerFeatures(reg *api.Registry) {
 	reg.Add(
 		withExtension(api.Define("post_features", http.MethodPost, "/api/v1/features", "Request a new tool; the operator is notified at once.", api.NeedRight(protocol.RightRead), s.postFeature)),
-		api.Define("get_features", http.MethodGet, "/api/v1/features", "Feature requests: your own, or all with the grant right.", api.NeedRight(protocol.RightRead), s.listFeatures),
+		api.Define("get_features", http.MethodGet, "/api/v1/features", "Feature requests: your own, or all with the grant right; a page at a time, in the order they came (after, limit).", api.NeedRight(protocol.RightRead), s.listFeatures),
 		api.Define("post_features_id_status", http.MethodPost, "/api/v1/features/{id}/status", "Decide a feature request (the human or grant).", api.NeedRight(protocol.RightGrant), s.featureStatus),
 	)
 }
@@ -59,6 +62,83 @@ type FeatureOut struct {
 }
 
 func featureKey(id uint64) []byte { return key(pfxFeat, u64(id)) }
+
+// Two indexes of the feature requests, kept with them, so that a listing
+// of one status or of one requester's reads those only:
+//
+//	l/pa/feats/<status>\0<id 8>     → nil
+//	l/pa/featr/<requester>\0<id 8>  → nil
+//
+// l/ix/features marks a store whose requests are all indexed
+// (indexFeatures).
+var (
+	pfxFeatStatus = []byte("l/pa/feats/")
+	pfxFeatBy     = []byte("l/pa/featr/")
+	keyFeatIndex  = []byte("l/ix/features")
+)
+
+func featStatusPrefix(status string) []byte { return key(pfxFeatStatus, []byte(status), []byte{0}) }
+func featByPrefix(requester string) []byte  { return key(pfxFeatBy, []byte(requester), []byte{0}) }
+
+// putFeature stores f, whose status was was ("" for a new request), and
+// moves it in the indexes.
+func putFeature(tx *store.Tx, f *Feature, was string) error {
+	if err := putJSON(tx, featureKey(f.ID), f); err != nil {
+		return err
+	}
+	if was == "" {
+		if err := tx.Set(key(featByPrefix(f.Requester), u64(f.ID)), nil); err != nil {
+			return err
+		}
+	} else if was != f.Status {
+		if err := tx.Delete(key(featStatusPrefix(was), u64(f.ID))); err != nil {
+			return err
+		}
+	}
+	if was == f.Status {
+		return nil
+	}
+	return tx.Set(key(featStatusPrefix(f.Status), u64(f.ID)), nil)
+}
+
+// indexFeatures indexes the feature requests of a store written before the
+// indexes were, once.
+func (s *Service) indexFeatures(ctx context.Context) error {
+	err := s.st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(keyFeatIndex)
+		return err
+	})
+	if !errors.Is(err, store.ErrNotFound) {
+		return err // nil: indexed already
+	}
+	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+		switch _, err := tx.Get(keyFeatIndex); {
+		case err == nil:
+			return nil, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+		var fs []Feature
+		err := tx.Iterate(pfxFeat, false, func(_, v []byte) error {
+			var f Feature
+			if err := json.Unmarshal(v, &f); err != nil {
+				return err
+			}
+			fs = append(fs, f)
+			return nil
+		})
+		for i := range fs {
+			if err == nil {
+				err = putFeature(tx, &fs[i], "")
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return nil, tx.Set(keyFeatIndex, []byte{1})
+	})
+	return err
+}
 
 func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn) (FeatureOut, error) {
 	title, body := strings.TrimSpace(in.Title), strings.TrimSpace(in.Body)
@@ -86,7 +166,7 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 		f.ID = id
 		f.CreatedAt = protocol.Now()
 		f.UpdatedAt = f.CreatedAt
-		return nil, putJSON(tx, featureKey(id), &f)
+		return nil, putFeature(tx, &f, "")
 	})
 	if err != nil {
 		return FeatureOut{}, err
@@ -98,30 +178,70 @@ func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn
 
 type listFeaturesIn struct {
 	Status FeatureStatus `json:"status,omitempty" jsonschema:"only requests in this status: open, accepted, planned, done or rejected"`
+	After  uint64        `json:"after,omitempty" jsonschema:"a cursor: only requests after this id (next_cursor of the page before)"`
+	Limit  int           `json:"limit,omitempty" jsonschema:"at most this many (default 50, at most 200)"`
 }
 
-// FeaturesOut lists feature requests.
+// FeaturesOut lists feature requests, in the order they came, a page at a
+// time.
 type FeaturesOut struct {
-	Features []Feature `json:"features"`
+	Features   []Feature `json:"features"`
+	HasMore    bool      `json:"has_more" jsonschema:"more requests follow: ask again with after=next_cursor"`
+	NextCursor *uint64   `json:"next_cursor,omitempty" jsonschema:"the last id listed, when more follow"`
 }
 
+// listFeatures reads a page: a grant holder's of every request (or of a
+// status, from its index), another caller's of its own (from its index),
+// from the cursor until the page is full.
 func (s *Service) listFeatures(ctx context.Context, c *api.Call, in listFeaturesIn) (FeaturesOut, error) {
 	if in.Status != "" && !slices.Contains(FeatureStatuses, in.Status) {
 		return FeaturesOut{}, notAFeatureStatus()
 	}
 	all := c.Principal.Rights.Has(protocol.RightGrant)
 	me := c.Principal.Identity.String()
+	limit := clampLimit(in.Limit)
 	out := FeaturesOut{Features: []Feature{}}
+	if in.After == math.MaxUint64 {
+		return out, nil
+	}
 	err := s.st.View(func(tx *store.Tx) error {
-		return tx.Iterate(pfxFeat, false, func(_, v []byte) error {
+		add := func(f *Feature) error {
+			if !all && f.Requester != me || in.Status != "" && f.Status != string(in.Status) {
+				return nil
+			}
+			if len(out.Features) == limit {
+				last := out.Features[limit-1].ID
+				out.HasMore, out.NextCursor = true, &last
+				return store.ErrStop
+			}
+			out.Features = append(out.Features, *f)
+			return nil
+		}
+		var index []byte
+		switch {
+		case !all:
+			index = featByPrefix(me)
+		case in.Status != "":
+			index = featStatusPrefix(string(in.Status))
+		default:
+			return tx.IterateFrom(pfxFeat, featureKey(in.After+1), func(_, v []byte) error {
+				var f Feature
+				if err := json.Unmarshal(v, &f); err != nil {
+					return err
+				}
+				return add(&f)
+			})
+		}
+		return tx.IterateFrom(index, key(index, u64(in.After+1)), func(k, _ []byte) error {
+			if len(k) != len(index)+8 {
+				return fmt.Errorf("parley: feature index key %q", k)
+			}
 			var f Feature
-			if err := json.Unmarshal(v, &f); err != nil {
+			ok, err := tx.GetJSON(key(pfxFeat, k[len(index):]), &f)
+			if err != nil || !ok {
 				return err
 			}
-			if (all || f.Requester == me) && (in.Status == "" || f.Status == string(in.Status)) {
-				out.Features = append(out.Features, f)
-			}
-			return nil
+			return add(&f)
 		})
 	})
 	return out, err
@@ -158,8 +278,9 @@ func (s *Service) featureStatus(ctx context.Context, c *api.Call, in featureStat
 		if !ok {
 			return nil, protocol.Refusef(protocol.ReasonNotFound, "No feature request %d; see get_features.", in.ID)
 		}
+		was := f.Status
 		f.Status, f.Note, f.DecidedBy, f.UpdatedAt = string(in.Status), in.Note, c.Principal.Identity.String(), protocol.Now()
-		return nil, putJSON(tx, featureKey(in.ID), &f)
+		return nil, putFeature(tx, &f, was)
 	})
 	return FeatureOut{Feature: f}, err
 }

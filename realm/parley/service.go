@@ -90,6 +90,9 @@ func (s *Service) Bootstrap(ctx context.Context, human string) error {
 	if err := s.resumeNumbering(ctx); err != nil {
 		return fmt.Errorf("numbering: %w", err)
 	}
+	if err := s.indexFeatures(ctx); err != nil {
+		return fmt.Errorf("indexing feature requests: %w", err)
+	}
 	found := false
 	err := s.st.View(func(tx *store.Tx) error {
 		_, err := tx.Get(slugKey(s.realm, "lobby"))

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -203,31 +204,35 @@ func (c *Console) gather(r *http.Request, s *visit) *queueData {
 	sort.SliceStable(q.Proposals, func(i, j int) bool {
 		return fmt.Sprint(q.Proposals[i]["state_set_at"]) > fmt.Sprint(q.Proposals[j]["state_set_at"])
 	})
-	if out, err := c.call(ctx, s, "get_token_requests", nil); err != nil {
-		problem("token applications", err)
-	} else {
-		for _, req := range maps(out["requests"]) {
-			switch req["status"] {
-			case "pending", "in_review", "deferred":
-				q.Requests = append(q.Requests, req)
-			}
+	// The undecided applications and feature requests, each status read
+	// from its index rather than every request; in the order they came.
+	var err error
+	for _, st := range []string{"pending", "in_review", "deferred"} {
+		var reqs []map[string]any
+		if reqs, err = c.all(ctx, s, "get_token_requests", "requests", map[string]any{"status": st}); err != nil {
+			problem("token applications", err)
+			break
+		}
+		q.Requests = append(q.Requests, reqs...)
+	}
+	sortByID(q.Requests)
+	for _, st := range []string{"open", "accepted", "planned", "done", "rejected"} {
+		var fs []map[string]any
+		if fs, err = c.all(ctx, s, "get_features", "features", map[string]any{"status": st}); err != nil {
+			problem("feature requests", err)
+			break
+		}
+		if st == "done" || st == "rejected" {
+			q.Decided = append(q.Decided, fs...)
+		} else {
+			q.Features = append(q.Features, fs...)
 		}
 	}
-	if out, err := c.call(ctx, s, "get_features", nil); err != nil {
-		problem("feature requests", err)
-	} else {
-		for _, f := range maps(out["features"]) {
-			switch f["status"] {
-			case "open", "accepted", "planned":
-				q.Features = append(q.Features, f)
-			case "done", "rejected":
-				q.Decided = append(q.Decided, f)
-			}
-		}
-		// Newest first, as decided: the list is in the order they came.
-		slices.Reverse(q.Decided)
-		q.Decided = q.Decided[:min(len(q.Decided), decidedShown)]
-	}
+	sortByID(q.Features)
+	// Newest first, as decided: the lists are in the order they came.
+	sortByID(q.Decided)
+	slices.Reverse(q.Decided)
+	q.Decided = q.Decided[:min(len(q.Decided), decidedShown)]
 	// Claims that someone other than their author supported wait for a seal.
 	if out, err := c.call(ctx, s, "get_threads", map[string]any{"limit": queueThreadLimit}); err != nil {
 		problem("claims", err)
@@ -254,6 +259,33 @@ func (c *Console) gather(r *http.Request, s *visit) *queueData {
 }
 
 func (c *Console) queueCount(r *http.Request, s *visit) int { return c.queue(r, s).total() }
+
+// all reads every page of a listing by its cursor (after, next_cursor):
+// the records under field.
+func (c *Console) all(ctx context.Context, s *visit, key, field string, args map[string]any) ([]map[string]any, error) {
+	var out []map[string]any
+	a := map[string]any{"limit": 200}
+	for k, v := range args {
+		a[k] = v
+	}
+	args = a
+	for {
+		page, err := c.call(ctx, s, key, args)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, maps(page[field])...)
+		if page["has_more"] != true {
+			return out, nil
+		}
+		args["after"] = page["next_cursor"]
+	}
+}
+
+// sortByID orders records by their numeric id.
+func sortByID(rs []map[string]any) {
+	slices.SortStableFunc(rs, func(a, b map[string]any) int { return cmp.Compare(num(a["id"]), num(b["id"])) })
+}
 
 func maps(v any) []map[string]any {
 	var out []map[string]any
@@ -406,17 +438,17 @@ func (c *Console) takeIssued(s *visit, id string) map[string]any {
 // renderTokens shows the tokens; issued is a token just issued, whose
 // secret is shown this once.
 func (c *Console) renderTokens(w http.ResponseWriter, r *http.Request, s *visit, issued map[string]any) {
-	toks, err := c.call(r.Context(), s, "get_tokens", nil)
+	toks, err := c.all(r.Context(), s, "get_tokens", "tokens", nil)
 	if err != nil {
 		c.fail(w, r, s, 0, err)
 		return
 	}
-	reqs, err := c.call(r.Context(), s, "get_token_requests", nil)
+	reqs, err := c.all(r.Context(), s, "get_token_requests", "requests", nil)
 	if err != nil {
 		c.fail(w, r, s, 0, err)
 		return
 	}
-	d := map[string]any{"tokens": toks["tokens"], "requests": reqs["requests"], "issued": issued}
+	d := map[string]any{"tokens": toks, "requests": reqs, "issued": issued}
 	c.render(w, r, s, http.StatusOK, "tokens", view{Title: "Tokens", Nav: "tokens", Data: d})
 }
 

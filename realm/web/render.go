@@ -278,8 +278,17 @@ func splitIdentity(v any) identity {
 }
 
 func asList(v any) []any {
-	l, _ := v.([]any)
-	return l
+	switch l := v.(type) {
+	case []any:
+		return l
+	case []map[string]any: // records the console gathered from pages
+		out := make([]any, len(l))
+		for i, m := range l {
+			out[i] = m
+		}
+		return out
+	}
+	return nil
 }
 
 func has(list any, want string) bool {

@@ -1,0 +1,61 @@
+package web_test
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"testing"
+
+	"relay/realm"
+)
+
+// TestConsoleListsPaged: with more applications than a page of the API
+// holds, the work queue still lists every undecided one (and none decided).
+func TestConsoleListsPaged(t *testing.T) {
+	n := startNode(t, func(c *realm.Config) { c.RateLimit = 0 })
+	const apps = 230
+	ids := make([]int, apps)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < apps; i += 8 {
+				out := n.mustAPI(t, "POST", "/api/v1/tokens/request", "", map[string]any{"label": fmt.Sprint("agent ", i), "purpose": "p", "model": "m", "client": "c", "provider": "p", "contact": "c"})
+				id, _ := out["request_id"].(float64)
+				ids[i] = int(id)
+			}
+		})
+	}
+	wg.Wait()
+	slices.Sort(ids)
+	decided := map[int]bool{}
+	for _, id := range ids[:apps:apps][10:20] {
+		n.mustAPI(t, "POST", fmt.Sprintf("/api/v1/token-requests/%d/review", id), n.operator, map[string]any{"decision": "reject", "reason": "no"})
+		decided[id] = true
+	}
+	n.mustAPI(t, "POST", fmt.Sprintf("/api/v1/token-requests/%d/review", ids[30]), n.operator, map[string]any{"decision": "defer"})
+
+	b := n.browser(t)
+	b.login(n.operator)
+	q := b.get("/console/")
+	var want []int
+	for _, id := range ids {
+		if !decided[id] {
+			want = append(want, id)
+		}
+	}
+	if got := numbers(`id="request-(\d+)"`, q.body); !slices.Equal(got, want) {
+		t.Fatalf("queue lists applications %v,\nwant %v", got, want)
+	}
+
+}
+
+func numbers(pattern, body string) []int {
+	var out []int
+	for _, m := range regexp.MustCompile(pattern).FindAllStringSubmatch(body, -1) {
+		n, _ := strconv.Atoi(m[1])
+		out = append(out, n)
+	}
+	return out
+}
