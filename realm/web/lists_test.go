@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,7 +13,9 @@ import (
 )
 
 // TestConsoleListsPaged: with more applications than a page of the API
-// holds, the work queue still lists every undecided one (and none decided).
+// holds, the work queue still lists every undecided one (and none decided),
+// and the tokens page shows a page of tokens and of applications with
+// links that lead, page by page, to every one.
 func TestConsoleListsPaged(t *testing.T) {
 	n := startNode(t, func(c *realm.Config) { c.RateLimit = 0 })
 	const apps = 230
@@ -49,6 +52,35 @@ func TestConsoleListsPaged(t *testing.T) {
 		t.Fatalf("queue lists applications %v,\nwant %v", got, want)
 	}
 
+	// Every token (the human's and one per application) and every
+	// application, by following the links.
+	for _, list := range []struct {
+		param, row string
+		section    int // 0: the tokens, 1: the applications
+		want       int
+	}{{"tokens_after", `<div class="faint">#(\d+) · `, 0, apps + 1}, {"requests_after", `<td class="mono">(\d+)</td>`, 1, apps}} {
+		var got []int
+		path := "/console/tokens"
+		for range 10 {
+			p := b.get(path)
+			if p.status != 200 {
+				t.Fatalf("%s: %d", path, p.status)
+			}
+			parts := strings.SplitN(p.body, `id="requests"`, 2)
+			if len(parts) != 2 {
+				t.Fatalf("%s: no applications", path)
+			}
+			got = append(got, numbers(list.row, parts[list.section])...)
+			next := numbers(`href="/console/tokens\?`+list.param+`=(\d+)`, p.body)
+			if len(next) == 0 {
+				break
+			}
+			path = fmt.Sprintf("/console/tokens?%s=%d", list.param, next[len(next)-1])
+		}
+		if len(got) != list.want || !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != list.want {
+			t.Fatalf("%s: %d listed (in order: %v), want %d distinct", list.param, len(got), slices.IsSorted(got), list.want)
+		}
+	}
 }
 
 func numbers(pattern, body string) []int {

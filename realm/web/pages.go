@@ -131,6 +131,10 @@ type queueData struct {
 // decidedShown bounds the decided feature requests the queue lists.
 const decidedShown = 50
 
+// tokensShown is how many tokens, and applications, a page of the tokens
+// page lists; links lead to the next.
+const tokensShown = 200
+
 func (q *queueData) total() int {
 	return len(q.Proposals) + len(q.Requests) + len(q.Features) + len(q.Claims)
 }
@@ -438,17 +442,27 @@ func (c *Console) takeIssued(s *visit, id string) map[string]any {
 // renderTokens shows the tokens; issued is a token just issued, whose
 // secret is shown this once.
 func (c *Console) renderTokens(w http.ResponseWriter, r *http.Request, s *visit, issued map[string]any) {
-	toks, err := c.all(r.Context(), s, "get_tokens", "tokens", nil)
+	// A page of each, from the cursors the page's links carry.
+	page := func(cursor string) map[string]any {
+		args := map[string]any{"limit": tokensShown}
+		if n, err := strconv.ParseUint(r.URL.Query().Get(cursor), 10, 64); err == nil {
+			args["after"] = n
+		}
+		return args
+	}
+	toks, err := c.call(r.Context(), s, "get_tokens", page("tokens_after"))
 	if err != nil {
 		c.fail(w, r, s, 0, err)
 		return
 	}
-	reqs, err := c.all(r.Context(), s, "get_token_requests", "requests", nil)
+	reqs, err := c.call(r.Context(), s, "get_token_requests", page("requests_after"))
 	if err != nil {
 		c.fail(w, r, s, 0, err)
 		return
 	}
-	d := map[string]any{"tokens": toks, "requests": reqs, "issued": issued}
+	d := map[string]any{"tokens": toks["tokens"], "requests": reqs["requests"], "issued": issued,
+		"tokens_next": toks["next_cursor"], "requests_next": reqs["next_cursor"],
+		"tokens_after": r.URL.Query().Get("tokens_after"), "requests_after": r.URL.Query().Get("requests_after")}
 	c.render(w, r, s, http.StatusOK, "tokens", view{Title: "Tokens", Nav: "tokens", Data: d})
 }
 
