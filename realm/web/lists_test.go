@@ -13,7 +13,8 @@ import (
 )
 
 // TestConsoleListsPaged: with more applications than a page of the API
-// holds, the work queue still lists every undecided one (and none decided),
+// holds, the work queue still lists every undecided one (and none decided)
+// and every open feature request, and the newest decided ones first;
 // and the tokens page shows a page of tokens and of applications with
 // links that lead, page by page, to every one.
 func TestConsoleListsPaged(t *testing.T) {
@@ -39,9 +40,43 @@ func TestConsoleListsPaged(t *testing.T) {
 	}
 	n.mustAPI(t, "POST", fmt.Sprintf("/api/v1/token-requests/%d/review", ids[30]), n.operator, map[string]any{"decision": "defer"})
 
+	// Feature requests: the open ones in the order they came, the newest
+	// 50 decided ones newest first.
+	agent := n.mustAPI(t, "POST", "/api/v1/tokens", n.operator, map[string]any{"label": "asker"})["token"].(string)
+	var open, decidedFeatures []int
+	for i := range 130 {
+		f := n.mustAPI(t, "POST", "/api/v1/features", agent, map[string]any{"title": fmt.Sprint("feature ", i), "body": "a tool"})
+		id := f["feature"].(map[string]any)["id"]
+		st := []string{"open", "accepted", "planned", "done", "rejected", "done"}[i%6]
+		if i%7 == 0 {
+			st = "rejected"
+		}
+		if st != "open" {
+			n.mustAPI(t, "POST", fmt.Sprintf("/api/v1/features/%v/status", id), n.operator, map[string]any{"status": st})
+		}
+		if st == "done" || st == "rejected" {
+			decidedFeatures = append(decidedFeatures, i)
+		} else {
+			open = append(open, i)
+		}
+	}
+	slices.Reverse(decidedFeatures)
+	decidedFeatures = decidedFeatures[:min(50, len(decidedFeatures))]
+
 	b := n.browser(t)
 	b.login(n.operator)
 	q := b.get("/console/")
+	fsec := strings.SplitN(strings.SplitN(q.body, `id="features"`, 2)[1], `id="claims"`, 2)[0]
+	parts := strings.SplitN(fsec, `class="decided"`, 2)
+	if len(parts) != 2 {
+		t.Fatal("queue: no decided feature requests")
+	}
+	if got := numbers(`<span class="title">feature (\d+)</span>`, parts[0]); !slices.Equal(got, open) {
+		t.Fatalf("queue lists open feature requests %v,\nwant %v", got, open)
+	}
+	if got := numbers(`<span class="title">feature (\d+)</span>`, parts[1]); !slices.Equal(got, decidedFeatures) {
+		t.Fatalf("queue lists decided feature requests %v,\nwant %v", got, decidedFeatures)
+	}
 	var want []int
 	for _, id := range ids {
 		if !decided[id] {
@@ -52,13 +87,13 @@ func TestConsoleListsPaged(t *testing.T) {
 		t.Fatalf("queue lists applications %v,\nwant %v", got, want)
 	}
 
-	// Every token (the human's and one per application) and every
+	// Every token (the human's, the asker's and one per application) and every
 	// application, by following the links.
 	for _, list := range []struct {
 		param, row string
 		section    int // 0: the tokens, 1: the applications
 		want       int
-	}{{"tokens_after", `<div class="faint">#(\d+) · `, 0, apps + 1}, {"requests_after", `<td class="mono">(\d+)</td>`, 1, apps}} {
+	}{{"tokens_after", `<div class="faint">#(\d+) · `, 0, apps + 2}, {"requests_after", `<td class="mono">(\d+)</td>`, 1, apps}} {
 		var got []int
 		path := "/console/tokens"
 		for range 10 {
