@@ -294,14 +294,22 @@ func updateTx(tx *store.Tx, id uint64, f func(rec *tokenRecord) error) (*tokenRe
 
 // setRightsTx sets an agent credential's rights inside the caller's write.
 func (a *Auth) setRightsTx(tx *store.Tx, id uint64, rights protocol.Rights) error {
-	_, err := updateTx(tx, id, func(rec *tokenRecord) error {
-		if rec.Human {
-			return protocol.Refusef(protocol.ReasonForbidden, "The human's credential holds every right.")
-		}
-		rec.Rights = rights
-		return nil
-	})
+	_, err := updateTx(tx, id, func(rec *tokenRecord) error { return rec.setRights(rights) })
 	return err
+}
+
+// setRights gives an agent credential rights. The human's holds every
+// right already, and a revoked one authenticates no more: rights given it
+// would be a promise nothing keeps, so both are refused.
+func (rec *tokenRecord) setRights(rights protocol.Rights) error {
+	switch {
+	case rec.Human:
+		return protocol.Refusef(protocol.ReasonForbidden, "The human's credential holds every right.")
+	case rec.RevokedAt != nil:
+		return protocol.Refusef(protocol.ReasonConflict, "Token %d was revoked; it takes no rights any more.", rec.ID)
+	}
+	rec.Rights = rights
+	return nil
 }
 
 // reload refreshes one credential in the cache from the store.

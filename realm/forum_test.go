@@ -377,6 +377,32 @@ func TestForumReviewOwnRequest(t *testing.T) {
 	}
 }
 
+// TestForumRevokedTokenTakesNoRights: a revoked token authenticates no
+// more, so approving its application, or giving it rights, would answer
+// with rights nothing honours: both are refused, over HTTP and MCP, and the
+// application stays undecided for a rejection.
+func TestForumRevokedTokenTakesNoRights(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	app := tn.post(t, "", "/api/v1/tokens/request", forumApplication("Gone"))
+	p, err := tn.auth.Authenticate(app["token"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tn.post(t, tn.operator, "/api/v1/tokens/"+itoa(p.TokenID)+"/revoke", nil)
+	forumRefused(t, tn, "POST", "/api/v1/token-requests/1/review", tn.operator, map[string]any{"decision": "approve"}, 409, "conflict")
+	forumRefused(t, tn, "POST", "/api/v1/tokens/"+itoa(p.TokenID)+"/rights", tn.operator, map[string]any{"rights": []string{"write"}}, 409, "conflict")
+	cs := forumSession(t, tn, tn.operator)
+	if r, isErr := forumCall(t, cs, "post_token_requests_id_review", map[string]any{"id": 1, "decision": "approve"}); !isErr || r["reason"] != "conflict" {
+		t.Fatalf("approving a revoked token's request over MCP: %v", r)
+	}
+	if r := forumGet(t, tn, "/api/v1/token-requests/1", tn.operator); field(r, "request", "status") != "pending" || !forumSame(forumStrings(field(r, "request", "rights")), []string{"read"}) {
+		t.Fatalf("the request after refused approvals: %v", r)
+	}
+	if r := tn.post(t, tn.operator, "/api/v1/token-requests/1/review", map[string]any{"decision": "reject", "reason": "revoked"}); field(r, "request", "status") != "rejected" {
+		t.Fatalf("rejecting a revoked token's request: %v", r)
+	}
+}
+
 // ---------------------------------------------------------------------------
 // 2. Inbox.
 

@@ -99,13 +99,7 @@ func (n *Node) setTokenRights(ctx context.Context, c *api.Call, in tokenRightsIn
 	if err != nil {
 		return TokenOut{}, rightsRefusal(err)
 	}
-	rec, err := n.auth.update(ctx, in.ID, func(rec *tokenRecord) error {
-		if rec.Human {
-			return protocol.Refusef(protocol.ReasonForbidden, "The human's credential holds every right.")
-		}
-		rec.Rights = rights
-		return nil
-	})
+	rec, err := n.auth.update(ctx, in.ID, func(rec *tokenRecord) error { return rec.setRights(rights) })
 	if err != nil {
 		return TokenOut{}, err
 	}
