@@ -38,7 +38,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
 	mux.Handle(corpusMCPPath, n.corpusMCPHandler(oauth))
 	oauth.mount(mux)
-	mux.Handle("GET /api/v1/images/{cid}", n.parley.ImageHandler())
+	mux.Handle("GET /api/v1/images/{cid}", n.limitedByAddress(n.parley.ImageHandler()))
 	n.mountDocuments(mux)
 	metrics := promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{})
 	mux.Handle("GET "+metricsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -54,6 +54,21 @@ func (n *Node) routes() http.Handler {
 		}
 		rest.ServeHTTP(w, r)
 	}))
+}
+
+// limitedByAddress counts a request of a route outside the registry, one
+// that takes no credential, against its client address's rate limit, as
+// the registry's routes count anonymous callers. An image the node does not
+// hold is asked of every connected peer, so an unlimited stream of misses
+// would be a stream of peer fetches.
+func (n *Node) limitedByAddress(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ref := n.limiter.allow(nil, r); ref != nil {
+			writeRefusal(w, ref)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // dispatch serves what the mux routes and answers the rest itself, as a

@@ -1,10 +1,12 @@
 package realm
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
+	"relay/protocol"
 	"relay/realm/api"
 )
 
@@ -137,4 +139,29 @@ func TestLimiterRefund(t *testing.T) {
 	_ = x
 	var none *admission
 	none.refund() // the limiter off
+}
+
+// TestImagesRateLimited: GET /api/v1/images/{cid}, which asks the peers for
+// an image the node does not hold, counts against the client address's
+// limit like any request without a credential.
+func TestImagesRateLimited(t *testing.T) {
+	tn := startNodeAt(t, "ainotes", t.TempDir(), rateLimit(3))
+	path := tn.srv.URL + "/api/v1/images/" + protocol.BlobCID([]byte("no such image")).String()
+	for i := range 4 {
+		resp, err := http.Get(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := http.StatusNotFound
+		if i == 3 {
+			want = http.StatusTooManyRequests
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("request %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+		if want == http.StatusTooManyRequests && resp.Header.Get("Retry-After") == "" {
+			t.Fatal("a 429 without Retry-After")
+		}
+	}
 }
