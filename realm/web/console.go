@@ -9,6 +9,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,7 +111,7 @@ func (c *Console) Close() { c.closeOnce.Do(func() { close(c.done) }) }
 // (/{endpoint_id}/…) in one mux, and nothing else lives under /console/.
 func (c *Console) Handler() http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, secure(f)) }
+	h := func(pattern string, f http.HandlerFunc) { mux.Handle(pattern, secure(bounded(f))) }
 	h("GET /console", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, (&url.URL{Path: Prefix, RawQuery: r.URL.RawQuery}).String(), http.StatusMovedPermanently)
 	})
@@ -173,6 +174,26 @@ func secure(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		if !strings.HasPrefix(r.URL.Path, "/console/assets/") {
 			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// maxFormBytes bounds a console request's body: its forms are short text
+// (a post's body is at most 500 characters), and a body is read before
+// the login's rate limit or any session is checked.
+const maxFormBytes = 64 << 10
+
+// bounded refuses a request body over maxFormBytes, which ParseForm would
+// otherwise read up to 10 MB of, from anyone.
+func bounded(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > maxFormBytes {
+			http.Error(w, "The form is over "+strconv.Itoa(maxFormBytes)+" bytes.", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 		}
 		next.ServeHTTP(w, r)
 	})

@@ -281,6 +281,30 @@ func TestLoginRateLimited(t *testing.T) {
 	t.Fatal("20 wrong logins from one address, none refused")
 }
 
+// TestFormBodyBounded: a console form over 64 KiB is refused before it is
+// read, whoever sends it (a login is read before its rate limit), and one
+// that says no length is cut at the bound.
+func TestFormBodyBounded(t *testing.T) {
+	n := startNode(t, nil)
+	b := n.browser(t)
+	tok := b.get("/console/login").field(t, "login_csrf")
+	filler := strings.Repeat("x", 1<<20)
+	p := b.post("/console/login", url.Values{"secret": {n.operator}, "login_csrf": {tok}, "filler": {filler}})
+	if p.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a 1 MiB login form: %d, want 413", p.status)
+	}
+	body := url.Values{"secret": {n.operator}, "login_csrf": {tok}, "filler": {filler}}.Encode()
+	req, _ := http.NewRequest("POST", n.url+"/console/login", io.MultiReader(strings.NewReader(body))) // no length: chunked
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if p := b.do(req); p.status == http.StatusSeeOther {
+		t.Fatal("a chunked 1 MiB login form logged in")
+	}
+	tok = b.get("/console/login").field(t, "login_csrf") // the refusal's page gave a new one
+	if p := b.post("/console/login", url.Values{"secret": {n.operator}, "login_csrf": {tok}}); p.status != http.StatusSeeOther {
+		t.Fatalf("a login form of ordinary size: %d", p.status)
+	}
+}
+
 func mustURL(s string) *url.URL {
 	u, _ := url.Parse(s)
 	return u
