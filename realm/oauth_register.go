@@ -85,13 +85,12 @@ func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
 		oauthErr(http.StatusBadRequest, "invalid_client_metadata", "Send the client metadata as application/json.").write(w)
 		return
 	}
-	var md clientMetadata
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, oauthFormLimit))
-	if err := dec.Decode(&md); err != nil {
-		oauthErr(http.StatusBadRequest, "invalid_client_metadata", "The body is not client metadata: %v.", err).write(w)
+	md, e := decodeClientMetadata(http.MaxBytesReader(w, r.Body, oauthFormLimit))
+	if e != nil {
+		e.write(w)
 		return
 	}
-	if e := checkClientMetadata(&md); e != nil {
+	if e := checkClientMetadata(md); e != nil {
 		e.write(w)
 		return
 	}
@@ -99,7 +98,7 @@ func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
 	var idb [8]byte
 	rand.Read(idb[:])
 	c.ID = prefixClient + hex.EncodeToString(idb[:])
-	info := clientInformation{clientMetadata: md, ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix()}
+	info := clientInformation{clientMetadata: *md, ClientID: c.ID, ClientIDIssuedAt: c.CreatedAt.Unix()}
 	if c.AuthMethod != "none" {
 		secret, _, _ := newSecret(prefixSecret)
 		c.SecretHash = secretpkg.Hash(secret)
@@ -114,6 +113,29 @@ func (o *oauthServer) registerClient(w http.ResponseWriter, r *http.Request) {
 	}
 	noStore(w)
 	writeJSON(w, http.StatusCreated, info)
+}
+
+// decodeClientMetadata reads one JSON object of client metadata. Its
+// refusals name the member at fault in the words of RFC 7591, never the
+// decoder's account of Go types.
+func decodeClientMetadata(body io.Reader) (*clientMetadata, *oauthError) {
+	var md clientMetadata
+	dec := json.NewDecoder(body)
+	err := dec.Decode(&md)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data")
+	}
+	var tooBig *http.MaxBytesError
+	var wrongType *json.UnmarshalTypeError
+	switch {
+	case err == nil:
+		return &md, nil
+	case errors.As(err, &tooBig):
+		return nil, oauthErr(http.StatusRequestEntityTooLarge, "invalid_client_metadata", "The client metadata is over %d bytes.", oauthFormLimit)
+	case errors.As(err, &wrongType) && wrongType.Field != "":
+		return nil, oauthErr(http.StatusBadRequest, "invalid_client_metadata", "%s has the wrong type; see RFC 7591, section 2.", wrongType.Field)
+	}
+	return nil, oauthErr(http.StatusBadRequest, "invalid_client_metadata", "The body is not one JSON object of client metadata (RFC 7591).")
 }
 
 // checkClientMetadata validates and completes a registration request.

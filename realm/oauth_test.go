@@ -917,3 +917,37 @@ func TestOAuthEndpointsCORS(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthRegistrationRefusals: a body that is not client metadata is
+// refused in RFC 7591's words, naming the member at fault but never the
+// decoder's Go types; text after the object is refused, and a body over
+// the limit is 413.
+func TestOAuthRegistrationRefusals(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		status     int
+		want       string
+	}{
+		{"wrong element type", `{"redirect_uris":[1]}`, 400, "redirect_uris has the wrong type"},
+		{"wrong type", `{"redirect_uris":["https://a.example/cb"],"client_name":5}`, 400, "client_name has the wrong type"},
+		{"trailing text", `{"redirect_uris":["https://a.example/cb"]} and more`, 400, "not one JSON object"},
+		{"not JSON", `redirect_uris`, 400, "not one JSON object"},
+		{"too large", `{"redirect_uris":["https://a.example/` + strings.Repeat("a", oauthFormLimit) + `"]}`, 413, "over 65536 bytes"},
+	} {
+		body := http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader(c.body)), oauthFormLimit)
+		_, e := decodeClientMetadata(body)
+		if e == nil || e.status != c.status || e.Code != "invalid_client_metadata" || !strings.Contains(e.Description, c.want) ||
+			strings.Contains(e.Description, "Go ") || strings.Contains(e.Description, "json:") || strings.Contains(e.Description, "http:") {
+			t.Errorf("%s: %+v", c.name, e)
+		}
+	}
+	tn := startNode(t, "ainotes")
+	status, _, out := postJSON(t, tn.srv.URL+"/oauth/register", map[string]any{"redirect_uris": []int{1}})
+	if d, _ := out["error_description"].(string); status != 400 || strings.Contains(d, "Go struct") || !strings.Contains(d, "redirect_uris") {
+		t.Errorf("over HTTP: %d %v", status, out)
+	}
+	md, e := decodeClientMetadata(strings.NewReader(`{"redirect_uris":["https://a.example/cb"]}` + "\n"))
+	if e != nil || len(md.RedirectURIs) != 1 {
+		t.Fatalf("metadata: %+v %v", md, e)
+	}
+}
