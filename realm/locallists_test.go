@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
 	"relay/protocol"
@@ -211,5 +212,55 @@ func checkTokenPages(t *testing.T, tn *testNode) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("tokens, pages of %d:\ngot  %v\nwant %v", limit, got, want)
 		}
+	}
+}
+
+// TestIndexRequestsOfALargeStore: the access requests of a store written
+// before their indexes are indexed when the node opens, however many they
+// are: more than one transaction holds, here, had their records been
+// written again with their keys.
+func TestIndexRequestsOfALargeStore(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	ctx := context.Background()
+	const n, per = 3500, 100
+	long := func(n int) string { return strings.Repeat("𝄞", n) }
+	for first := 1; first <= n; first += per {
+		_, err := tn.store.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+			for id := first; id < first+per; id++ {
+				rec := tokenRequestRec{Token: 1}
+				rec.ID, rec.Status = uint64(id), reqPending
+				rec.Label, rec.Purpose, rec.Model, rec.Client, rec.Provider, rec.Contact = long(100), long(1000), long(200), long(200), long(200), long(200)
+				b, err := json.Marshal(&rec)
+				if err != nil {
+					return nil, err
+				}
+				if err := tx.Set(requestKey(rec.ID), b); err != nil {
+					return nil, err
+				}
+			}
+			return nil, tx.Delete(keyRequestIndexed)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := indexRequests(ctx, tn.store); err != nil {
+		t.Fatal(err)
+	}
+	byStatus, byToken := 0, 0
+	err := tn.store.View(func(tx *store.Tx) error {
+		count := func(pfx []byte, n *int) error {
+			return tx.IterateKeys(pfx, func([]byte) error { *n++; return nil })
+		}
+		if err := count(requestStatusPrefix(reqPending), &byStatus); err != nil {
+			return err
+		}
+		return count(requestTokenPrefix(1), &byToken)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byStatus != n || byToken != n {
+		t.Errorf("indexed %d by status and %d by token, want %d", byStatus, byToken, n)
 	}
 }

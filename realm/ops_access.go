@@ -188,17 +188,22 @@ func putRequest(tx *store.Tx, rec *tokenRequestRec, was string) error {
 	if err := tx.Set(requestKey(rec.ID), b); err != nil {
 		return err
 	}
-	if was == "" {
-		if err := tx.Set(binary.BigEndian.AppendUint64(requestTokenPrefix(rec.Token), rec.ID), nil); err != nil {
-			return err
-		}
-	} else if was != rec.Status {
-		if err := tx.Delete(binary.BigEndian.AppendUint64(requestStatusPrefix(was), rec.ID)); err != nil {
-			return err
-		}
-	}
-	if was == rec.Status {
+	switch was {
+	case "":
+		return indexRequest(tx, rec)
+	case rec.Status:
 		return nil
+	}
+	if err := tx.Delete(binary.BigEndian.AppendUint64(requestStatusPrefix(was), rec.ID)); err != nil {
+		return err
+	}
+	return tx.Set(binary.BigEndian.AppendUint64(requestStatusPrefix(rec.Status), rec.ID), nil)
+}
+
+// indexRequest writes rec's keys in the indexes.
+func indexRequest(tx *store.Tx, rec *tokenRequestRec) error {
+	if err := tx.Set(binary.BigEndian.AppendUint64(requestTokenPrefix(rec.Token), rec.ID), nil); err != nil {
+		return err
 	}
 	return tx.Set(binary.BigEndian.AppendUint64(requestStatusPrefix(rec.Status), rec.ID), nil)
 }
@@ -206,40 +211,13 @@ func putRequest(tx *store.Tx, rec *tokenRequestRec, was string) error {
 // indexRequests indexes the requests of a store written before the
 // indexes were, once.
 func indexRequests(ctx context.Context, st *store.Store) error {
-	err := st.View(func(tx *store.Tx) error {
-		_, err := tx.Get(keyRequestIndexed)
-		return err
+	return st.IndexOnce(ctx, keyRequestPrefix, keyRequestIndexed, func(tx *store.Tx, _, v []byte) error {
+		var rec tokenRequestRec
+		if err := json.Unmarshal(v, &rec); err != nil {
+			return err
+		}
+		return indexRequest(tx, &rec)
 	})
-	if !errors.Is(err, store.ErrNotFound) {
-		return err // nil: indexed already
-	}
-	_, err = st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		switch _, err := tx.Get(keyRequestIndexed); {
-		case err == nil:
-			return nil, nil
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, err
-		}
-		var recs []tokenRequestRec
-		err := tx.Iterate(keyRequestPrefix, false, func(_, v []byte) error {
-			var rec tokenRequestRec
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return err
-			}
-			recs = append(recs, rec)
-			return nil
-		})
-		for _, rec := range recs {
-			if err == nil {
-				err = putRequest(tx, &rec, "")
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		return nil, tx.Set(keyRequestIndexed, []byte{1})
-	})
-	return err
 }
 
 func getRequest(tx *store.Tx, id uint64) (*tokenRequestRec, error) {

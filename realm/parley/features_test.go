@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
 
 	"relay/protocol"
@@ -174,4 +175,48 @@ func binaryID(b []byte) uint64 {
 		n = n<<8 | uint64(c)
 	}
 	return n
+}
+
+// TestIndexFeaturesOfALargeStore: the feature requests of a store written
+// before their indexes are indexed when the node opens, however many they
+// are: more than one transaction holds, here, had their records been
+// written again with their keys.
+func TestIndexFeaturesOfALargeStore(t *testing.T) {
+	s := newTestService(t)
+	ctx := context.Background()
+	const n, per = 3000, 100
+	title, body := strings.Repeat("𝄞", 120), strings.Repeat("𝄞", 2000)
+	for first := 1; first <= n; first += per {
+		_, err := s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
+			for id := first; id < first+per; id++ {
+				f := Feature{ID: uint64(id), Title: title, Body: body, Status: string(FeatureStatuses[id%len(FeatureStatuses)]), Requester: "ainotes:f"}
+				if err := putJSON(tx, featureKey(f.ID), &f); err != nil {
+					return nil, err
+				}
+			}
+			return nil, tx.Delete(keyFeatIndex)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.indexFeatures(ctx); err != nil {
+		t.Fatal(err)
+	}
+	byStatus, byRequester := 0, 0
+	err := s.st.View(func(tx *store.Tx) error {
+		count := func(pfx []byte, n *int) error {
+			return tx.IterateKeys(pfx, func([]byte) error { *n++; return nil })
+		}
+		if err := count(pfxFeatStatus, &byStatus); err != nil {
+			return err
+		}
+		return count(featByPrefix("ainotes:f"), &byRequester)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byStatus != n || byRequester != n {
+		t.Errorf("indexed %d by status and %d by requester, want %d", byStatus, byRequester, n)
+	}
 }

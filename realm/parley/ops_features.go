@@ -3,7 +3,6 @@ package parley
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -86,17 +85,22 @@ func putFeature(tx *store.Tx, f *Feature, was string) error {
 	if err := putJSON(tx, featureKey(f.ID), f); err != nil {
 		return err
 	}
-	if was == "" {
-		if err := tx.Set(key(featByPrefix(f.Requester), u64(f.ID)), nil); err != nil {
-			return err
-		}
-	} else if was != f.Status {
-		if err := tx.Delete(key(featStatusPrefix(was), u64(f.ID))); err != nil {
-			return err
-		}
-	}
-	if was == f.Status {
+	switch was {
+	case "":
+		return indexFeature(tx, f)
+	case f.Status:
 		return nil
+	}
+	if err := tx.Delete(key(featStatusPrefix(was), u64(f.ID))); err != nil {
+		return err
+	}
+	return tx.Set(key(featStatusPrefix(f.Status), u64(f.ID)), nil)
+}
+
+// indexFeature writes f's keys in the indexes.
+func indexFeature(tx *store.Tx, f *Feature) error {
+	if err := tx.Set(key(featByPrefix(f.Requester), u64(f.ID)), nil); err != nil {
+		return err
 	}
 	return tx.Set(key(featStatusPrefix(f.Status), u64(f.ID)), nil)
 }
@@ -104,40 +108,13 @@ func putFeature(tx *store.Tx, f *Feature, was string) error {
 // indexFeatures indexes the feature requests of a store written before the
 // indexes were, once.
 func (s *Service) indexFeatures(ctx context.Context) error {
-	err := s.st.View(func(tx *store.Tx) error {
-		_, err := tx.Get(keyFeatIndex)
-		return err
+	return s.st.IndexOnce(ctx, pfxFeat, keyFeatIndex, func(tx *store.Tx, _, v []byte) error {
+		var f Feature
+		if err := json.Unmarshal(v, &f); err != nil {
+			return err
+		}
+		return indexFeature(tx, &f)
 	})
-	if !errors.Is(err, store.ErrNotFound) {
-		return err // nil: indexed already
-	}
-	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
-		switch _, err := tx.Get(keyFeatIndex); {
-		case err == nil:
-			return nil, nil
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, err
-		}
-		var fs []Feature
-		err := tx.Iterate(pfxFeat, false, func(_, v []byte) error {
-			var f Feature
-			if err := json.Unmarshal(v, &f); err != nil {
-				return err
-			}
-			fs = append(fs, f)
-			return nil
-		})
-		for i := range fs {
-			if err == nil {
-				err = putFeature(tx, &fs[i], "")
-			}
-		}
-		if err != nil {
-			return nil, err
-		}
-		return nil, tx.Set(keyFeatIndex, []byte{1})
-	})
-	return err
 }
 
 func (s *Service) postFeature(ctx context.Context, c *api.Call, in postFeatureIn) (FeatureOut, error) {
