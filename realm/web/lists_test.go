@@ -116,6 +116,14 @@ func TestConsoleListsPaged(t *testing.T) {
 			t.Fatalf("%s: %d listed (in order: %v), want %d distinct", list.param, len(got), slices.IsSorted(got), list.want)
 		}
 	}
+	// Each list's links keep the other list's page.
+	p := b.get("/console/tokens?tokens_after=1&requests_after=1")
+	for _, want := range []string{`?tokens_after=1#requests">First applications`, `&tokens_after=1#requests">Next applications`,
+		`?requests_after=1">First tokens`, `&requests_after=1">Next tokens`} {
+		if !strings.Contains(p.body, want) {
+			t.Errorf("the tokens page after both first pages has no link %s", want)
+		}
+	}
 }
 
 func numbers(pattern, body string) []int {
