@@ -424,8 +424,18 @@ func newCommitter(s *Store) *committer {
 
 func (c *committer) newBatch() *batch {
 	c.lastID++
-	return &batch{id: c.lastID, writes: make(map[string]write)}
+	// Sized for the writes of the batch before: grown a write at a time,
+	// the merged overlay rehashed four or five times a batch during posts.
+	n := 0
+	if c.cur != nil {
+		n = min(len(c.cur.order), maxBatchHint)
+	}
+	return &batch{id: c.lastID, writes: make(map[string]write, n), order: make([]string, 0, n)}
 }
+
+// maxBatchHint bounds the size a new batch is made for: after a catch-up
+// range of thousands of writes, a small batch does not get a map that large.
+const maxBatchHint = 512
 
 // commitLoop is stage 1. It runs ops into the current batch and hands the
 // batch to the writer as soon as the writer is free, so a lone writer pays
@@ -686,7 +696,8 @@ func (c *committer) run(o *op) {
 	for _, p := range c.pending {
 		layers = append(layers, p.writes)
 	}
-	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, max(16, o.events*writesPerEvent)),
+	hint := max(16, o.events*writesPerEvent)
+	tx := &Tx{s: c.s, txn: c.snap, writes: make(map[string]write, hint), order: make([]string, 0, hint),
 		layers: append(layers, b.writes), c: c, b: b, seq: c.seq}
 	ev, err := c.s.runOp(o, tx)
 	b.ops = append(b.ops, o)
