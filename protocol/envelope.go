@@ -68,6 +68,10 @@ type KeyRef string
 // UnmarshalJSON accepts a string or a non-negative integer.
 func (k *KeyRef) UnmarshalJSON(b []byte) error {
 	b = bytes.TrimSpace(b)
+	if s, ok := plainString(b); ok {
+		*k = KeyRef(s)
+		return nil
+	}
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
@@ -95,6 +99,22 @@ func (k *KeyRef) UnmarshalJSON(b []byte) error {
 	}
 	*k = KeyRef(strconv.FormatUint(n, 10))
 	return nil
+}
+
+// plainString is the content of b when b is a JSON string of printable
+// ASCII without escapes, which decodes to its bytes as they are: every key
+// a client sends. Unmarshal, with its scan and its decoder, is for the rest.
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	for _, c := range in {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(in), true
 }
 
 // allDigits reports whether b is decimal digits only (ParseUint reports a

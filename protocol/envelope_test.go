@@ -364,6 +364,13 @@ var keyRefTests = []keyRefTest{
 	{`"12"`, "12", true},
 	{`"ainotes:th_12"`, "ainotes:th_12", true},
 	{`"msg_88"`, "msg_88", true},
+	// Escapes and what is not plain ASCII go through Unmarshal.
+	{`"th_\u0031"`, "th_1", true},
+	{`"th_\"1"`, `th_"1`, true},
+	{`"th_\\"`, `th_\`, true},
+	{`"thé"`, "thé", true},
+	{`""`, "", true},
+	{` "th_12" `, "th_12", true},
 	{`18446744073709551615`, "18446744073709551615", true},
 	{`null`, "", true},
 	{`-1`, "", false},
@@ -399,6 +406,29 @@ func TestKeyRefJSON(t *testing.T) {
 			t.Errorf("KeyRef %s = %q, %v; want a type error of field k", tc.json, v.K, err)
 		}
 	}
+}
+
+// FuzzKeyRefString holds KeyRef's reading of a string to Unmarshal's, on
+// any bytes handed to UnmarshalJSON that start with a quote once trimmed.
+func FuzzKeyRefString(f *testing.F) {
+	for _, tc := range keyRefTests {
+		f.Add([]byte(tc.json))
+	}
+	f.Add([]byte(`"a\u00e9\ud83d"`))
+	f.Add([]byte("\"a\x7f\x00\xff\""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		trimmed := bytes.TrimSpace(b)
+		if !bytes.HasPrefix(trimmed, []byte(`"`)) {
+			return
+		}
+		var want string
+		wantErr := json.Unmarshal(trimmed, &want)
+		var k KeyRef
+		err := k.UnmarshalJSON(b)
+		if (err != nil) != (wantErr != nil) || string(k) != want {
+			t.Errorf("%q: %q, %v; want %q, %v", b, k, err, want, wantErr)
+		}
+	})
 }
 
 type parseRefTest struct {
