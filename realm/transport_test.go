@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"relay/realm/parley"
 	"relay/realm/session"
 	"relay/store"
 )
@@ -749,6 +751,28 @@ func TestMetricsHeaders(t *testing.T) {
 		}
 		if method == "GET" && (st != 200 || h.Get("X-Content-Type-Options") != "nosniff") {
 			t.Errorf("GET /metrics: %d %v", st, h)
+		}
+	}
+}
+
+// writeJSON writes a result that appends its own JSON (a post's answer)
+// as its encoder writes any other: the same bytes, newline and length.
+func TestWriteJSONAppender(t *testing.T) {
+	at := time.Date(2026, 12, 1, 6, 30, 0, 0, time.UTC)
+	for _, out := range []parley.PostOut{
+		{Message: parley.MessageOut{ID: "msg_1", Body: "a <b> & c", CreatedAt: at}, Thread: parley.ThreadOut{ID: "th_1", Title: strings.Repeat("x", 5000)}},
+		{Message: parley.MessageOut{ID: "msg_2", Provenance: map[string]any{"b": 1, "a": "<x>"}}}, // left to the encoder
+	} {
+		w := httptest.NewRecorder()
+		writeJSON(w, http.StatusOK, out)
+		var want bytes.Buffer
+		enc := json.NewEncoder(&want)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(w.Body.Bytes(), want.Bytes()) || w.Header().Get("Content-Length") != fmt.Sprint(want.Len()) {
+			t.Errorf("writeJSON:\n got %s (%s bytes)\nwant %s", w.Body.Bytes(), w.Header().Get("Content-Length"), want.Bytes())
 		}
 	}
 }
