@@ -320,3 +320,25 @@ func FuzzWholeLiteral(f *testing.F) {
 		}
 	})
 }
+
+// A call whose arguments hold no number binds as the decoder with
+// UseNumber does, into interfaces too, and refuses the same.
+func TestBindNumberless(t *testing.T) {
+	type anyIn struct {
+		ID  protocol.KeyRef `json:"id"`
+		Map map[string]any  `json:"map"`
+		Any any             `json:"any"`
+		S   string          `json:"s"`
+	}
+	for _, args := range []string{
+		`{}`, `{"id":"th_1"}`, `{"map":{"a":["x",true,null,{"b":"c"}]},"any":"s"}`, `{"any":[]}`, `{"any":{"k":[[]]}}`,
+		`{"map":"x"}`, `{"id":true}`, `{"s":["x"]}`, `{"map":{"a":"x"},"map":{"b":"y"}}`, "{\"s\":\"\xff\"}",
+	} {
+		var a, b anyIn
+		errA := (&Call{Args: json.RawMessage(args)}).Bind(&a)
+		errB := (&Call{Args: json.RawMessage(args), numberless: true}).Bind(&b)
+		if fmt.Sprint(errA) != fmt.Sprint(errB) || !reflect.DeepEqual(a, b) {
+			t.Errorf("%s: decoder %+v, %v; numberless %+v, %v", args, a, errA, b, errB)
+		}
+	}
+}

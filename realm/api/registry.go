@@ -141,10 +141,21 @@ type Call struct {
 	Op        *Operation
 	Principal *Principal
 	Args      json.RawMessage // a JSON object, already validated against Op.Input
+
+	// numberless: the registry's scan read all of Args and found no
+	// number in it.
+	numberless bool
 }
 
-// Bind decodes the call's arguments into v.
-func (c *Call) Bind(v any) error { return c.bind(v, decodeNumbers) }
+// Bind decodes the call's arguments into v. Arguments without a number
+// decode as bindPlain's do: UseNumber, the one setting of its decoder,
+// changes only how a number is decoded into an interface.
+func (c *Call) Bind(v any) error {
+	if c.numberless {
+		return c.bindPlain(v)
+	}
+	return c.bind(v, decodeNumbers)
+}
 
 // decodeNumbers is json.Unmarshal with UseNumber.
 func decodeNumbers(b []byte, v any) error {
@@ -378,11 +389,11 @@ func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args
 	if err := Authorize(p, op.Access); err != nil {
 		return nil, InSurface(op, err)
 	}
-	args, err := r.validate(op, args)
+	args, numberless, err := r.validate(op, args)
 	if err != nil {
 		return nil, InSurface(op, err)
 	}
-	out, err := op.Handle(ctx, &Call{Op: op, Principal: p, Args: args})
+	out, err := op.Handle(ctx, &Call{Op: op, Principal: p, Args: args, numberless: numberless})
 	if err != nil {
 		// The handler's refusals too (a value its input cannot hold is
 		// the bind's invalid_body): every transport, not HTTP alone,
@@ -396,17 +407,20 @@ func (r *Registry) Invoke(ctx context.Context, p *Principal, op *Operation, args
 }
 
 // validate checks arguments against the operation's input schema and
-// returns them as one JSON object.
-func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessage, error) {
+// returns them as one JSON object; numberless says that they hold no
+// number, when the shape's scan read them all.
+func (r *Registry) validate(op *Operation, args json.RawMessage) (_ json.RawMessage, numberless bool, err error) {
 	if len(bytes.TrimSpace(args)) == 0 || bytes.Equal(bytes.TrimSpace(args), []byte("null")) {
 		args = json.RawMessage("{}")
 	}
 	if ref := CheckText(args); ref != nil {
-		return nil, ref
+		return nil, false, ref
 	}
 	// Nearly all arguments are read once, by the shape, and not decoded.
-	if op.shape != nil && op.shape.admitsJSON(args) {
-		return args, nil
+	if op.shape != nil {
+		if ok, numbers := op.shape.scanJSON(args); ok {
+			return args, !numbers, nil
+		}
 	}
 	// The validator wants float64 numbers, as encoding/json gives without
 	// UseNumber. Arguments that decode so into an object need no other
@@ -418,19 +432,19 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		dec := json.NewDecoder(bytes.NewReader(args))
 		dec.UseNumber()
 		if err := dec.Decode(&inst); err != nil {
-			return nil, NotJSON(err)
+			return nil, false, NotJSON(err)
 		}
 		if !isObject(inst) {
-			return nil, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
+			return nil, false, protocol.Refusef(protocol.ReasonInvalidBody, "The arguments must be a JSON object.").With("rule", "type")
 		}
 		// An object first, but not as a whole (trailing data, a number
 		// beyond float64).
-		return nil, NotJSON(perr)
+		return nil, false, NotJSON(perr)
 	}
 	// I-JSON: a member named twice would be taken with its last value, the
 	// others dropped unseen (the scan above answers no to it).
 	if name, _, dup := protocol.DuplicateMember(args); dup {
-		return nil, NotJSON(fmt.Errorf("%w: %q", protocol.ErrDuplicateMember, name))
+		return nil, false, NotJSON(fmt.Errorf("%w: %q", protocol.ErrDuplicateMember, name))
 	}
 	// An integer beyond 64 bits is the nearest within, as in a URL (it
 	// has too many digits for the shape's scan above).
@@ -438,16 +452,16 @@ func (r *Registry) validate(op *Operation, args json.RawMessage) (json.RawMessag
 		args = wide
 		plain = nil
 		if err := json.Unmarshal(args, &plain); err != nil {
-			return nil, NotJSON(err)
+			return nil, false, NotJSON(err)
 		}
 	}
 	if op.shape != nil && op.shape.admits(plain) {
-		return args, nil
+		return args, false, nil
 	}
 	if err := op.input.Validate(plain); err != nil {
-		return nil, headerRefusal(op, schemaRefusal(op.Input, plain, err))
+		return nil, false, headerRefusal(op, schemaRefusal(op.Input, plain, err))
 	}
-	return args, nil
+	return args, false, nil
 }
 
 func isObject(v any) bool { _, ok := v.(map[string]any); return ok }

@@ -13,13 +13,19 @@ package api
 // Duplicate keys pass only if every occurrence passes, so whichever one the
 // decode keeps, the shape admits it.
 func (sh *shape) admitsJSON(b []byte) bool {
+	ok, _ := sh.scanJSON(b)
+	return ok
+}
+
+// scanJSON is admitsJSON; numbers also says whether b holds a number.
+func (sh *shape) scanJSON(b []byte) (ok, numbers bool) {
 	sc := scan{b: b}
 	sc.space()
 	if sc.i == len(sc.b) || sc.b[sc.i] != '{' || !sc.value(sh, 0) {
-		return false
+		return false, sc.numbers
 	}
 	sc.space()
-	return sc.i == len(sc.b)
+	return sc.i == len(sc.b), sc.numbers
 }
 
 // maxScanDepth bounds the scan's recursion; encoding/json allows 10,000.
@@ -30,8 +36,9 @@ const maxScanKeys = 32
 
 // scan is a read of raw arguments; a nil shape admits any value.
 type scan struct {
-	b []byte
-	i int
+	b       []byte
+	i       int
+	numbers bool // a number was read
 }
 
 func (sc *scan) space() {
@@ -87,6 +94,7 @@ func (sc *scan) literal(lit string) bool {
 // decode. What follows it is the caller's to check, so "01" and "1x" fail
 // there.
 func (sc *scan) integer(sh *shape) bool {
+	sc.numbers = true
 	neg := sc.b[sc.i] == '-'
 	if neg {
 		sc.i++
