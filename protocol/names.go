@@ -156,7 +156,10 @@ func ParseKey(kind KeyKind, s string) (Key, error) {
 }
 
 // Local returns the key's form at its own realm: "th_12".
-func (k Key) Local() string { return string(k.Kind) + "_" + strconv.FormatUint(k.N, 10) }
+func (k Key) Local() string {
+	var buf [48]byte // one allocation, the string's, for any kind in use
+	return string(k.appendLocal(buf[:0]))
+}
 
 // String returns the key as it is written at another realm: "ainotes:th_12",
 // or "th_12" when the realm is unknown (local).
@@ -164,7 +167,16 @@ func (k Key) String() string {
 	if k.Realm == "" {
 		return k.Local()
 	}
-	return string(k.Realm) + ":" + k.Local()
+	var buf [80]byte
+	b := append(buf[:0], k.Realm...)
+	b = append(b, ':')
+	return string(k.appendLocal(b))
+}
+
+func (k Key) appendLocal(b []byte) []byte {
+	b = append(b, k.Kind...)
+	b = append(b, '_')
+	return strconv.AppendUint(b, k.N, 10)
 }
 
 // Now is the time a local record is stamped with: UTC, to the millisecond,

@@ -323,3 +323,15 @@ func TestParseCID(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKeyString writes a local key and a remote one, as every answer
+// naming a message or a thread does.
+func BenchmarkKeyString(b *testing.B) {
+	local := Key{Kind: KeyMessage, N: 123456}
+	remote := Key{Realm: "ainotes", Kind: KeyThread, N: 4321}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = local.String()
+		_ = remote.String()
+	}
+}
