@@ -378,7 +378,7 @@ func TestOpenAPI(t *testing.T) {
 			pm := p.(map[string]any)
 			params[pm["name"].(string)] = pm["in"].(string)
 		}
-		for _, name := range pathParams(op.Path) {
+		for name := range pathParams(op.Path) {
 			if params[name] != "path" {
 				t.Errorf("%s: path parameter %s: %v", op.Key, name, params)
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"iter"
 	"mime"
 	"net/http"
 	"slices"
@@ -378,14 +379,19 @@ func contentCoded(r *http.Request) *protocol.Refusal {
 	return nil
 }
 
-func pathParams(path string) []string {
-	var out []string
-	for _, seg := range strings.Split(path, "/") {
-		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
-			out = append(out, strings.TrimSuffix(strings.TrimSuffix(seg[1:len(seg)-1], "..."), "$"))
+// pathParams yields the names of a ServeMux pattern path's wildcards, in
+// order; it allocates nothing, as every request with a path argument
+// reads them.
+func pathParams(path string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for seg := range strings.SplitSeq(path, "/") {
+			if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+				if !yield(strings.TrimSuffix(strings.TrimSuffix(seg[1:len(seg)-1], "..."), "$")) {
+					return
+				}
+			}
 		}
 	}
-	return out
 }
 
 // safe turns any error into what a client may see, logging what it may not.

@@ -32,7 +32,7 @@ func overlayArgs(r *http.Request, op *api.Operation) (over []argMember, ok bool)
 		over = slices.DeleteFunc(over, func(m argMember) bool { return m.key == key })
 		over = append(over, argMember{key, val})
 	}
-	for _, name := range pathParams(op.Path) {
+	for name := range pathParams(op.Path) {
 		if !utf8.ValidString(r.PathValue(name)) {
 			return nil, false
 		}

@@ -199,3 +199,21 @@ func TestHTTPArgsPaths(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkOverlayArgs reads a post's path argument, as every post over
+// HTTP does.
+func BenchmarkOverlayArgs(b *testing.B) {
+	tn := startNodeAt(b, "bench", b.TempDir(), func(c *Config) { c.InMemory = true })
+	op, ok := tn.Registry().Lookup("post_threads_id_messages")
+	if !ok {
+		b.Fatal("no post_threads_id_messages")
+	}
+	r := httptest.NewRequest(http.MethodPost, "/api/v1/threads/th_12/messages", nil)
+	r.SetPathValue("id", "th_12")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := overlayArgs(r, op); !ok {
+			b.Fatal("overlay")
+		}
+	}
+}

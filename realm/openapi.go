@@ -40,7 +40,7 @@ type opParam struct {
 func operationParams(op *api.Operation) []opParam {
 	var out []opParam
 	taken := map[string]bool{}
-	for _, name := range pathParams(op.Path) {
+	for name := range pathParams(op.Path) {
 		out = append(out, opParam{Name: name, In: "path", Required: true, Schema: schemaOr(api.Property(op.Input, name))})
 		taken[name] = true
 	}
@@ -129,7 +129,7 @@ func bodySchema(op *api.Operation) *jsonschema.Schema {
 		return nil
 	}
 	drop := map[string]bool{}
-	for _, name := range pathParams(op.Path) {
+	for name := range pathParams(op.Path) {
 		drop[name] = true
 	}
 	for _, arg := range op.Headers {

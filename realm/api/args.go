@@ -44,6 +44,9 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 		// Where text is taken too, only the digits a JSON integer is
 		// written with are one: "01" or "+1" stays the text MCP would
 		// send for it, not the number 1 (th_01 names no thread).
+		if !startsInteger(v) {
+			break // a key, say: ParseInt would refuse it, and build its error
+		}
 		i, err := strconv.ParseInt(v, 10, 64)
 		switch {
 		case err == nil && (!has("string") || strconv.FormatInt(i, 10) == v):
@@ -187,6 +190,17 @@ func schemaHas(prop *jsonschema.Schema) func(string) bool {
 		types = []string{prop.Type}
 	}
 	return func(t string) bool { return slices.Contains(types, t) }
+}
+
+// startsInteger reports whether text starts as strconv.ParseInt reads a
+// base 10 integer: with a digit, after at most one sign. Any other text it
+// refuses as no integer at its first byte (a range error comes only from a
+// run of digits).
+func startsInteger(text string) bool {
+	if len(text) > 0 && (text[0] == '-' || text[0] == '+') {
+		text = text[1:]
+	}
+	return text != "" && '0' <= text[0] && text[0] <= '9'
 }
 
 // isIntegerLiteral reports whether text is a JSON number without a

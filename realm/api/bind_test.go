@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/big"
 	"reflect"
+	"strconv"
 	"testing"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -341,4 +342,17 @@ func TestBindNumberless(t *testing.T) {
 			t.Errorf("%s: decoder %+v, %v; numberless %+v, %v", args, a, errA, b, errB)
 		}
 	}
+}
+
+// FuzzStartsInteger: text that startsInteger turns away is text ParseInt
+// refuses as no integer, so ArgValue need not ask it.
+func FuzzStartsInteger(f *testing.F) {
+	for _, s := range []string{"12", "-4", "+12", "", "-", "+", "1_000", "0x10", " 1", "th_3", "١٢", "99999999999999999999", "18700000000000000000A"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if _, err := strconv.ParseInt(s, 10, 64); !startsInteger(s) && !errors.Is(err, strconv.ErrSyntax) {
+			t.Errorf("%q: turned away, but ParseInt says %v", s, err)
+		}
+	})
 }
