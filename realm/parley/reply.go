@@ -477,6 +477,9 @@ func (d *decider) decide(ctx context.Context, c cid.Cid) {
 // now, since it may never come here.
 func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Refusal, error) {
 	switch {
+	case refusedBy(s.cfg.Refusing, m.Realm):
+		// Held before this node stopped taking the realm's events.
+		return s.blockedRefusal(m.Realm), nil
 	case t.locked():
 		return t.closedRefusal(), nil
 	case t.NoLLM && m.AuthorKind != protocol.OriginUser:
@@ -527,11 +530,12 @@ func (s *Service) judge(tx *store.Tx, t *threadRec, m *messageRec) (*protocol.Re
 	return nil, nil
 }
 
-// blockedRefusal refuses a reply of realm r, which this realm's operator
-// blocked. The seed has no reason of its own for it: forbidden, the generic
-// refusal, with an error that says why.
+// blockedRefusal refuses a reply of realm r, whose events this node takes
+// no more: its operator blocked that realm, or quarantined it for
+// equivocation. The seed has no reason of its own for it: forbidden, the
+// generic refusal, with an error that says why.
 func (s *Service) blockedRefusal(r protocol.Realm) *protocol.Refusal {
-	return protocol.Refusef(protocol.ReasonForbidden, "Realm %s takes no replies from realm %s: its operator blocked that realm.", s.realm, r)
+	return protocol.Refusef(protocol.ReasonForbidden, "Realm %s takes no replies from realm %s: it takes none of that realm's events (blocked or quarantined).", s.realm, r)
 }
 
 // BlockedEvent is shown an event of a realm this realm's operator blocked,
