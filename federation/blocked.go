@@ -61,7 +61,9 @@ func (s *Service) peekBlocked(ctx context.Context, p peer.ID, realm protocol.Rea
 				s.log.Debug("federation: a blocked realm's event not read", "realm", realm, "seq", at.Seq+1, "from", p, "err", err)
 				return
 			}
-			s.cfg.BlockedEvent(ctx, ev, c)
+			if s.cfg.BlockedEvent(ctx, ev, c) != nil {
+				return // shown again by the next exchange
+			}
 			at = protocol.Head{Seq: ev.Seq, CID: c}
 			read++
 		}

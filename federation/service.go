@@ -57,8 +57,9 @@ type Config struct {
 	// BlockedEvent, when set, is shown every event of a realm the operator
 	// blocked that catch-up reads past what this node holds (blocked.go):
 	// the realm's own, signed and linked, and never stored, served or
-	// relayed here.
-	BlockedEvent func(context.Context, *protocol.Event, cid.Cid)
+	// relayed here. An error says it is to be shown again: the reading
+	// stops before it, for the next exchange.
+	BlockedEvent func(context.Context, *protocol.Event, cid.Cid) error
 	Logger       *slog.Logger
 }
 

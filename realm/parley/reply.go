@@ -547,17 +547,19 @@ func (s *Service) blockedRefusal(r protocol.Realm) *protocol.Refusal {
 // any decision is: every replica applies it whichever of the two it gets
 // first, and this node keeps the refusal for the reply should the block be
 // lifted and the reply come. A reply decided already is left as it is.
-func (s *Service) BlockedEvent(ctx context.Context, ev *protocol.Event, c cid.Cid) {
+// An error says the refusal was not written: the event is to be shown
+// again.
+func (s *Service) BlockedEvent(ctx context.Context, ev *protocol.Event, c cid.Cid) error {
 	if ev.Type != evMessagePosted {
-		return
+		return nil
 	}
 	var md messageData
 	if protocol.DecodeData(ev.Data, &md) != nil {
-		return
+		return nil
 	}
 	k, err := protocol.ParseKey(protocol.KeyThread, md.Thread)
 	if err != nil || k.Realm != s.realm {
-		return
+		return nil
 	}
 	realm, tid := protocol.Realm(ev.Realm), rid{s.realm, k.N}
 	_, err = s.st.Submit(ctx, func(tx *store.Tx) (*protocol.Draft, error) {
@@ -584,6 +586,7 @@ func (s *Service) BlockedEvent(ctx context.Context, ev *protocol.Event, c cid.Ci
 	if err != nil && ctx.Err() == nil {
 		s.log.Warn("parley: refusing a reply from a blocked realm", "realm", realm, "cid", c, "err", err)
 	}
+	return err
 }
 
 // replyStanding is replyOutcome for a record a reply names in a thread of
