@@ -15,6 +15,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/parley"
 	"relay/store"
 )
 
@@ -292,7 +293,7 @@ type TokenRequestsOut struct {
 // of a status, from its index), another token's of its own (from the
 // token's index), from the cursor until the page is full.
 func (n *Node) listTokenRequests(ctx context.Context, c *api.Call, in listRequestsIn) (TokenRequestsOut, error) {
-	limit := clampLimit(in.Limit)
+	limit := parley.ClampLimit(in.Limit)
 	out := TokenRequestsOut{Requests: []TokenRequest{}}
 	err := n.store.View(func(tx *store.Tx) error {
 		add := func(rec *tokenRequestRec) error {
@@ -343,18 +344,6 @@ func (n *Node) listTokenRequests(ctx context.Context, c *api.Call, in listReques
 		})
 	})
 	return out, err
-}
-
-// clampLimit is a page's size: 50 unless asked, at most 200, as the
-// forum's listings.
-func clampLimit(n int) int {
-	switch {
-	case n <= 0:
-		return 50
-	case n > 200:
-		return 200
-	}
-	return n
 }
 
 type reviewIn struct {

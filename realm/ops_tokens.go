@@ -8,6 +8,7 @@ import (
 
 	"relay/protocol"
 	"relay/realm/api"
+	"relay/realm/parley"
 )
 
 // Tokens are the realm human's to issue, re-right and revoke (DESIGN.md:
@@ -76,7 +77,7 @@ type TokensOut struct {
 }
 
 func (n *Node) listTokens(ctx context.Context, c *api.Call, in listTokensIn) (TokensOut, error) {
-	limit := clampLimit(in.Limit)
+	limit := parley.ClampLimit(in.Limit)
 	recs := n.auth.page(in.After, limit+1)
 	out := TokensOut{Tokens: []TokenOut{}}
 	for i := range recs[:min(len(recs), limit)] {

@@ -224,13 +224,15 @@ func (s *Service) boardThreads(ctx context.Context, c *api.Call, in boardThreads
 		if in.State != "" {
 			match = func(t *threadRec) (keep, more bool) { return t.State.State == in.State, true }
 		}
-		out, err = s.pageOf(tx, key(pfxBoardAt, b.id().bytes()), boardOrder, in.Offset, clampLimit(in.Limit), match)
+		out, err = s.pageOf(tx, key(pfxBoardAt, b.id().bytes()), boardOrder, in.Offset, ClampLimit(in.Limit), match)
 		return err
 	})
 	return out, err
 }
 
-func clampLimit(n int) int {
+// ClampLimit is a listing page's size: 50 unless asked, at most 200. The
+// forum's listings use it, and the node's lists of tokens and requests.
+func ClampLimit(n int) int {
 	switch {
 	case n <= 0:
 		return 50

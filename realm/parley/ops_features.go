@@ -176,7 +176,7 @@ func (s *Service) listFeatures(ctx context.Context, c *api.Call, in listFeatures
 	}
 	all := c.Principal.Rights.Has(protocol.RightGrant)
 	me := c.Principal.Identity.String()
-	limit := clampLimit(in.Limit)
+	limit := ClampLimit(in.Limit)
 	out := FeaturesOut{Features: []Feature{}}
 	if in.After == math.MaxUint64 {
 		return out, nil

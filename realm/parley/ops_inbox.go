@@ -97,7 +97,7 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 				return protocol.Refusef(protocol.ReasonInvalidBody, "since: a cursor (a number) or an RFC 3339 time.").With("field", "since").With("rule", "format")
 			}
 		}
-		ts, err := s.awaitingMe(tx, me, in.Extension, c.Principal.Human, out.Since, sinceTime, clampLimit(in.Limit))
+		ts, err := s.awaitingMe(tx, me, in.Extension, c.Principal.Human, out.Since, sinceTime, ClampLimit(in.Limit))
 		if err != nil {
 			return err
 		}
@@ -110,7 +110,7 @@ func (s *Service) inbox(ctx context.Context, c *api.Call, in inboxIn) (InboxOut,
 		return tx.Iterate(pre, false, func(k, v []byte) error {
 			seq := binary.BigEndian.Uint64(k[len(pre):])
 			switch {
-			case len(out.Replies) == clampLimit(in.Limit):
+			case len(out.Replies) == ClampLimit(in.Limit):
 				return store.ErrStop // in sequence order: the rest come later
 			case seq <= out.Since:
 				return nil

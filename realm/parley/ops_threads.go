@@ -89,7 +89,7 @@ func (s *Service) listThreads(ctx context.Context, c *api.Call, in listThreadsIn
 			}
 		}
 		var err error
-		out, err = s.pageOf(tx, pfxThreadAt, threadOrder, in.Offset, clampLimit(in.Limit), match)
+		out, err = s.pageOf(tx, pfxThreadAt, threadOrder, in.Offset, ClampLimit(in.Limit), match)
 		return err
 	})
 	return out, err
