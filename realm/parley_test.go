@@ -543,3 +543,48 @@ func TestWideIntegerParity(t *testing.T) {
 		})
 	}
 }
+
+// TestWholeNumberParity: a whole number written with a fraction or an
+// exponent (2.0, 1e1) is the integer it is to JSON Schema, in a URL as in
+// MCP's JSON, with the same answer over both transports; a fraction is
+// refused alike.
+func TestWholeNumberParity(t *testing.T) {
+	tn := startNode(t, "ainotes")
+	a := tn.issue(t, "alpha", "write")
+	for i := range 3 {
+		tn.post(t, a, "/api/v1/boards/1/threads", map[string]any{"kind": "ask", "body": fmt.Sprintf("q%d", i)})
+	}
+	agent := tn.registerAgent(t, true)
+	tn.write(t, agent, "/createConversation", "op-1", map[string]any{"subject": "s", "content": "x"})
+	corpusTok := newOAuthClient(t, tn.srv.URL, nil).grant(t, "toastmachine:read")["access_token"].(string)
+	for _, tc := range []struct {
+		token, path, tool, args string
+	}{
+		{a, "/api/v1/threads?limit=2.0", "get_threads", `{"limit":2.0}`},
+		{a, "/api/v1/threads?limit=1e1", "get_threads", `{"limit":1e1}`},
+		{a, "/api/v1/threads?limit=1.5", "get_threads", `{"limit":1.5}`},
+		{a, "/api/v1/threads?limit=1e30", "get_threads", `{"limit":1e30}`},
+		{a, "/api/v1/threads?limit=-1e-3", "get_threads", `{"limit":-1e-3}`},
+		{a, "/api/v1/boards/1/threads?offset=1.0&limit=0.1e1", "get_boards_id_threads", `{"id":1,"offset":1.0,"limit":0.1e1}`},
+		{a, "/api/v1/inbox?limit=2E0", "get_inbox", `{"limit":2E0}`},
+		{"", "/conversations?limit=1.0", "list_conversations", `{"limit":1.0}`},
+		{"", "/search?q=x&limit=1e0", "search", `{"query":"x","limit":1e0}`},
+	} {
+		t.Run(tc.tool+tc.args, func(t *testing.T) {
+			status, out := tn.do(t, "GET", tc.path, tc.token, nil)
+			msg := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tc.tool + `","arguments":` + tc.args + `}}`
+			var res map[string]any
+			if tc.token == "" {
+				_, res, _ = rawTool(t, tn.srv.URL, corpusTok, tc.tool, json.RawMessage(tc.args))
+			} else {
+				_, rpc := rawMCP(t, tn.srv.URL, tc.token, []byte(msg))
+				res, _ = rpc["result"].(map[string]any)
+			}
+			sc, _ := res["structuredContent"].(map[string]any)
+			delete(sc, "retrieval_size")
+			if (status != 200) != (res["isError"] == true) || toJSON(sc) != toJSON(out) {
+				t.Errorf("http %d %s\nmcp  %v %s", status, toJSON(out), res["isError"], toJSON(sc))
+			}
+		})
+	}
+}

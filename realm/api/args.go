@@ -53,6 +53,20 @@ func ArgValue(prop *jsonschema.Schema, vals []string) any {
 			return i
 		case errors.Is(err, strconv.ErrRange) && !has("string"):
 			return i
+		case !has("string"):
+			// 2.0 or 1e2 is an integer to JSON Schema, and MCP's
+			// arguments read it as one (wholeIntegers): so does a URL.
+			// Any other JSON number is the number it is, for the schema
+			// to refuse as MCP's would: an integer, not a number.
+			if !json.Valid([]byte(v)) {
+				break
+			}
+			if text, ok := wholeLiteral(v); ok {
+				if n, err := strconv.ParseInt(text, 10, 64); err == nil {
+					return n
+				}
+			}
+			return json.Number(v) // as written, as MCP's refusal quotes it
 		}
 	case has("number"):
 		if f, err := strconv.ParseFloat(v, 64); err == nil {

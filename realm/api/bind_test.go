@@ -139,8 +139,15 @@ func TestArgValueBeyond64Bits(t *testing.T) {
 		"12":                    int64(12),
 		"99999999999999999999":  int64(math.MaxInt64),
 		"-99999999999999999999": int64(math.MinInt64),
-		"1.5":                   "1.5",
+		"1.5":                   json.Number("1.5"),
 		"x":                     "x",
+		// A whole number written with a fraction or an exponent is
+		// the integer it is, as MCP's arguments read it.
+		"2.0":    int64(2),
+		"1e2":    int64(100),
+		"2.50e1": int64(25),
+		"-3.00":  int64(-3),
+		"1e30":   json.Number("1e30"),
 	} {
 		if got := ArgValue(s, []string{in}); got != want {
 			t.Errorf("ArgValue(%q) = %#v, want %#v", in, got, want)
@@ -156,6 +163,7 @@ func TestArgValueBeyond64Bits(t *testing.T) {
 		"012":                  "012",
 		"+12":                  "+12",
 		"-0":                   "-0",
+		"2.0":                  "2.0",
 	} {
 		if got := ArgValue(key, []string{in}); got != want {
 			t.Errorf("ArgValue(key, %q) = %#v, want %#v", in, got, want)
