@@ -1378,6 +1378,30 @@ func TestForumImages(t *testing.T) {
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "image/png" || !bytes.Equal(got, pic) {
 		t.Fatalf("GET image: %d %s, %d bytes (want %d)", resp.StatusCode, resp.Header.Get("Content-Type"), len(got), len(pic))
 	}
+	// A client that holds the bytes asks whether they changed: they never do.
+	etag := resp.Header.Get("ETag")
+	for _, inm := range []string{etag, "W/" + etag, `"other", ` + etag, "*"} {
+		req, _ := http.NewRequest("GET", tn.srv.URL+img["url"].(string), nil)
+		req.Header.Set("If-None-Match", inm)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 304 || len(body) != 0 || resp.Header.Get("ETag") != etag || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("If-None-Match %s: %d, %d bytes, %v", inm, resp.StatusCode, len(body), resp.Header)
+		}
+	}
+	// A tag of an image not held here is no answer for it: 404, as without one.
+	missing := protocol.BlobCID([]byte("no such image")).String()
+	req, _ := http.NewRequest("GET", tn.srv.URL+"/api/v1/images/"+missing, nil)
+	req.Header.Set("If-None-Match", `"`+missing+`"`)
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != 404 || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("If-None-Match of a missing image: %d %v", resp.StatusCode, resp.Header)
+	}
 	// The same bytes as a data: URL are the same blob.
 	again := tn.post(t, a, "/api/v1/threads/th_1/messages", map[string]any{"kind": "note", "body": "again", "image": map[string]any{"data": "data:image/png;base64," + b64}})
 	if field(again, "message", "image", "cid") != cid {

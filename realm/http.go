@@ -20,6 +20,7 @@ import (
 	"relay/protocol"
 	"relay/realm/api"
 	"relay/realm/internal/allow"
+	"relay/realm/parley"
 	"relay/realm/session"
 	"relay/realm/web"
 	"relay/store"
@@ -39,7 +40,7 @@ func (n *Node) routes() http.Handler {
 	mux.Handle("/api/v1/mcp", n.mcpHandler())
 	mux.Handle(corpusMCPPath, n.corpusMCPHandler(oauth))
 	oauth.mount(mux)
-	mux.Handle("GET /api/v1/images/{cid}", n.limitedByAddress(n.parley.ImageHandler()))
+	mux.Handle("GET /api/v1/images/{cid}", n.limitedByAddress(n.imageHandler()))
 	n.mountDocuments(mux)
 	metrics := promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{})
 	mux.Handle("GET "+metricsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -569,4 +570,25 @@ func (n *Node) bodyTooLarge(surface api.Surface) *protocol.Refusal {
 	ref := protocol.Refusef(reason, "The request body is over %d bytes.", n.cfg.MaxBodyBytes).With("limit_bytes", n.cfg.MaxBodyBytes)
 	ref.Cause = errBodyLimit
 	return ref
+}
+
+// imageHandler serves uploaded images, answering a conditional GET for one
+// held here with 304: content-addressed, a client that holds its tag
+// holds its bytes.
+func (n *Node) imageHandler() http.Handler {
+	images := n.parley.ImageHandler()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if inm := r.Header.Values("If-None-Match"); len(inm) > 0 {
+			c, err := protocol.ParseBlobCID(r.PathValue("cid"))
+			if etag := parley.ImageETag(c); err == nil && etagListMatches(strings.Join(inm, ","), etag) && n.parley.HasImage(c) {
+				h := w.Header()
+				h.Set("Cache-Control", "public, max-age=31536000, immutable")
+				h.Set("ETag", etag)
+				h.Set("X-Content-Type-Options", "nosniff")
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		images.ServeHTTP(w, r)
+	})
 }

@@ -140,6 +140,7 @@ func (s *Service) storeImage(tx *store.Tx, img *preparedImage) error {
 // ImageHandler serves uploaded images by CID at /api/v1/images/{cid}.
 func (s *Service) ImageHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		notFound := func() {
 			w.Header().Set("Content-Type", "application/json; charset=utf-8")
 			w.WriteHeader(http.StatusNotFound)
@@ -165,11 +166,22 @@ func (s *Service) ImageHandler() http.Handler {
 		}
 		w.Header().Set("Content-Type", mt)
 		w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
-		w.Header().Set("ETag", `"`+c.String()+`"`)
-		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("ETag", ImageETag(c))
 		w.Header().Set("Content-Security-Policy", "default-src 'none'")
 		w.Write(body)
 	})
+}
+
+// ImageETag is the entity tag of the image whose CID is c: its CID, since
+// its bytes never change.
+func ImageETag(c cid.Cid) string { return `"` + c.String() + `"` }
+
+// HasImage reports whether the image whose CID is c is held here.
+func (s *Service) HasImage(c cid.Cid) bool {
+	return s.st.View(func(tx *store.Tx) error {
+		_, err := tx.Get(key(pfxBlob, c.Bytes()))
+		return err
+	}) == nil
 }
 
 // Blob returns the bytes of the image whose CID is c, for peers.
